@@ -1,0 +1,57 @@
+"""icl_lib: the library behind the executable book on softmax attention and in-context regression.
+
+Paper 1: He, Pan, Chen, Yang, *In-Context Linear Regression Demystified* (ICML 2025).
+Paper 2: Goel, Soltanolkotabi, Bartlett, *Training Dynamics of Softmax Self-Attention* (2026).
+
+Modules, one responsibility each:
+
+* :mod:`icl_lib.config`    -- validated dataclasses (data, model, training, run spec)
+* :mod:`icl_lib.data`      -- samplers for isotropic, anisotropic and multi-task regression
+* :mod:`icl_lib.models`    -- R-model ensembles of H-head attention, kernel-regression predictor (3.2)
+* :mod:`icl_lib.circuits`  -- KQ/OV circuits and the pattern metrics of Section 3
+* :mod:`icl_lib.train`     -- the batched training engine, history, checkpoints
+* :mod:`icl_lib.cache`     -- the run cache shared by chapters
+* :mod:`icl_lib.profiles`  -- ``quick`` / ``paper`` / ``auto``
+* :mod:`icl_lib.estimators` -- GD, debiased GD, ridge (Bayes), Nadaraya-Watson and their risks
+* :mod:`icl_lib.plotting`  -- heatmaps, dynamics and loss plots in one style
+* :mod:`icl_lib.claims`    -- the ``CLAIM`` lines every chapter ends with
+"""
+
+__version__ = "0.1.0"
+# Bump when a change alters the numbers a run produces (model, sampler, initialisation, trainer):
+# it is part of every run-cache key.
+MODEL_CODE_VERSION = "1"
+
+from .circuits import PatternSummary, mu_of, omega_of, summarize_pattern  # noqa: E402
+from .config import DataConfig, ModelConfig, RunSpec, TrainConfig, resolve_device  # noqa: E402
+from .data import Batch, TaskSampler, kms_covariance, sample_batch  # noqa: E402
+from .models import AttentionEnsemble, kernel_regression_predict  # noqa: E402
+from .profiles import resolve_profile, train_config  # noqa: E402
+from .train import EnsembleTrainer, Run, TrainingDiverged, stack_models, train  # noqa: E402
+
+__all__ = [
+    "__version__",
+    "MODEL_CODE_VERSION",
+    "AttentionEnsemble",
+    "Batch",
+    "DataConfig",
+    "EnsembleTrainer",
+    "ModelConfig",
+    "PatternSummary",
+    "Run",
+    "RunSpec",
+    "TaskSampler",
+    "TrainConfig",
+    "TrainingDiverged",
+    "kernel_regression_predict",
+    "kms_covariance",
+    "mu_of",
+    "omega_of",
+    "resolve_device",
+    "resolve_profile",
+    "sample_batch",
+    "stack_models",
+    "summarize_pattern",
+    "train",
+    "train_config",
+]

@@ -1,0 +1,115 @@
+"""KQ / OV circuits of trained attention and the pattern metrics of paper 1, Section 3.
+
+The trained circuits take the form (paper 1, eq. 3.1)
+
+    KQ_h = [[omega_h I_d, *], [0^T, *]],     OV_h = (0, ..., 0, mu_h),
+
+and the heads show sign matching ``sign(omega_h) = sign(mu_h)``, zero-sum OV ``sum_h mu_h ~ 0``,
+homogeneous ``|omega_h|`` over non-dummy heads, and group into positive, negative and dummy heads.
+Only the first ``d`` columns of ``KQ_h`` matter (the query's label slot is 0).
+
+Used by chapters 2 (final patterns), 3 (their emergence) and 5-7.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "omega_of",
+    "mu_of",
+    "kq_offdiag_ratio",
+    "ov_offlast_ratio",
+    "dummy_heads",
+    "PatternSummary",
+    "summarize_pattern",
+    "DUMMY_TOL",
+]
+
+DUMMY_TOL = 0.2  # a head is dummy when both |omega_h| and |mu_h| are below this share of the model's largest
+
+
+def omega_of(KQ: torch.Tensor, d: int) -> torch.Tensor:
+    """``omega_h``: mean of the diagonal of the top-left ``d x d`` block of ``KQ (..., H, D, D)``."""
+    return KQ[..., :d, :d].diagonal(dim1=-2, dim2=-1).mean(-1)
+
+
+def mu_of(OV: torch.Tensor, d: int, task: int = 0) -> torch.Tensor:
+    """``mu_h``: the entry of ``OV_h (..., H, N, D)`` reading task ``task``'s label, shape ``(..., H)``."""
+    return OV[..., task, d + task]
+
+
+def kq_offdiag_ratio(KQ: torch.Tensor, d: int) -> torch.Tensor:
+    """Mass of ``KQ[:, :d]`` off its diagonal (off-diagonal block entries and the label row),
+    relative to the diagonal: ``sqrt(sum off^2) / sqrt(sum diag^2)``, per head ``(..., H)``."""
+    block = KQ[..., :, :d]  # (..., H, D, d): the columns that meet x_q
+    diag = block[..., :d, :].diagonal(dim1=-2, dim2=-1)
+    off2 = block.pow(2).sum((-1, -2)) - diag.pow(2).sum(-1)
+    return off2.clamp_min(0).sqrt() / diag.pow(2).sum(-1).sqrt()
+
+
+def ov_offlast_ratio(OV: torch.Tensor, d: int, task: int = 0) -> torch.Tensor:
+    """``||OV_h[task] off the label entry|| / |mu_h|``, per head ``(..., H)``."""
+    row = OV[..., task, :]
+    last = row[..., d + task].abs()
+    return (row.pow(2).sum(-1) - last.pow(2)).clamp_min(0).sqrt() / last
+
+
+def dummy_heads(omega: torch.Tensor, mu: torch.Tensor, tol: float = DUMMY_TOL) -> torch.Tensor:
+    """Dummy heads (paper 1, Section 4.2): ``|omega_h|`` and ``|mu_h|`` both below ``tol`` times the
+    model's largest.  A single-head model has no dummy head."""
+    small_w = omega.abs() < tol * omega.abs().amax(-1, keepdim=True)
+    small_m = mu.abs() < tol * mu.abs().amax(-1, keepdim=True)
+    dummy = small_w & small_m
+    if omega.shape[-1] == 1:
+        dummy = torch.zeros_like(dummy)
+    return dummy
+
+
+@dataclass
+class PatternSummary:
+    """Pattern metrics of one trained model (paper 1, Section 3), computed by :func:`summarize_pattern`."""
+
+    heads: int
+    omega: list[float]  # omega_h per head
+    mu: list[float]  # mu_h per head
+    groups: list[str]  # "positive" | "negative" | "dummy" per head
+    eta: float  # effective rate sum_h mu_h omega_h
+    kq_offdiag: float  # max over non-dummy heads of kq_offdiag_ratio
+    ov_offlast: float  # max over non-dummy heads of ov_offlast_ratio
+    sign_matched: bool  # sign(omega_h) = sign(mu_h) for every non-dummy head
+    zero_sum: float  # |sum_h mu_h| / sum_h |mu_h| (nan for H = 1)
+    omega_spread: float  # (max - min) / mean of |omega_h| over non-dummy heads
+    kind: str  # "single-head" (H = 1), "pos/neg" (both signs), "single-sign" (H >= 2, one sign)
+
+    @property
+    def n_dummy(self) -> int:
+        return self.groups.count("dummy")
+
+
+def summarize_pattern(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY_TOL) -> PatternSummary:
+    """Summarise one model's circuits ``KQ (H, D, D)``, ``OV (H, N, D)`` (only its real heads)."""
+    KQ, OV = KQ.detach().double().cpu(), OV.detach().double().cpu()
+    H = KQ.shape[0]
+    w, m = omega_of(KQ, d), mu_of(OV, d)
+    dummy = dummy_heads(w, m, tol)
+    live = ~dummy
+    groups = ["dummy" if dummy[h] else ("positive" if w[h] > 0 else "negative") for h in range(H)]
+    aw = w[live].abs()
+    signs = {g for g in groups if g != "dummy"}
+    kind = "single-head" if H == 1 else ("pos/neg" if len(signs) == 2 else "single-sign")
+    return PatternSummary(
+        heads=H,
+        omega=w.tolist(),
+        mu=m.tolist(),
+        groups=groups,
+        eta=float((w * m).sum()),
+        kq_offdiag=float(kq_offdiag_ratio(KQ, d)[live].max()),
+        ov_offlast=float(ov_offlast_ratio(OV, d)[live].max()),
+        sign_matched=bool((torch.sign(w[live]) == torch.sign(m[live])).all()),
+        zero_sum=float(m.sum().abs() / m.abs().sum()) if H > 1 else float("nan"),
+        omega_spread=float((aw.max() - aw.min()) / aw.mean()),
+        kind=kind,
+    )

@@ -1,0 +1,242 @@
+"""Samplers for in-context linear regression (paper 1, Section 2; anisotropic B.3; multi-task B.4).
+
+A sequence is ``L`` demonstrations ``(x_i, y_i)`` and a query ``x_q`` with target ``y_q``:
+
+    x_i, x_q ~ N(0, Sigma),  beta_n ~ N(0, I / |S_n|) on S_n,  y_{i,n} = beta_n^T x_i + eps,
+    eps ~ N(0, sigma2).
+
+Every call draws fresh sequences from ``torch.Generator`` objects, so a run is reproducible from its
+seed.  The training engine draws an ensemble of R models' batches at once: each model owns
+``STREAMS`` generators, stream ``s`` filling a fixed slice of the batch, so the numbers a model sees
+do not depend on how many models share the ensemble or on how many threads fill the buffer.
+Used by every chapter (chapter 1 introduces it).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple, Sequence
+
+import numpy as np
+import torch
+
+from .config import DataConfig, check_int
+
+__all__ = ["Batch", "TaskSampler", "kms_covariance", "sample_batch", "derive_seed", "make_generators", "STREAMS"]
+
+STREAMS = 2  # generator streams per model; part of the model-code version (changes the numbers)
+_PURPOSES = {"init": 0, "train": 1, "val": 2, "test": 3}
+
+
+class Batch(NamedTuple):
+    """A batch of sequences stored as token matrices; leading dims ``(...)`` are ``(B,)`` or ``(R, B)``.
+
+    ``tokens`` is feature-major, ``(..., D, L + 1)`` with ``D = d + N``: column ``i < L`` is the
+    context token ``z_i = (x_i, y_i)``, the last column holds ``(x_q, y_q)`` (the model never reads
+    ``y_q``: its query token is ``(x_q, 0)``).  The properties give the usual views.
+    """
+
+    tokens: torch.Tensor  # (..., D, L+1) rows x_1..x_d then y_1..y_N; columns z_1..z_L, then the query
+    beta: torch.Tensor  # (..., N, d) task vectors (zero off each task's support)
+
+    @property
+    def d(self) -> int:
+        return self.beta.shape[-1]
+
+    @property
+    def L(self) -> int:
+        return self.tokens.shape[-1] - 1
+
+    @property
+    def context(self) -> torch.Tensor:
+        """``(..., D, L)``: the context tokens as columns (the model's ``Z_ctx``)."""
+        return self.tokens[..., :-1]
+
+    @property
+    def x(self) -> torch.Tensor:
+        """``(..., L, d)`` demonstrations' covariates ``x_i`` (a view)."""
+        return self.tokens[..., : self.d, :-1].transpose(-1, -2)
+
+    @property
+    def y(self) -> torch.Tensor:
+        """``(..., L, N)`` demonstrations' labels ``y_i`` (a view)."""
+        return self.tokens[..., self.d :, :-1].transpose(-1, -2)
+
+    @property
+    def xq(self) -> torch.Tensor:
+        """``(..., d)`` query covariates ``x_q``."""
+        return self.tokens[..., : self.d, -1]
+
+    @property
+    def yq(self) -> torch.Tensor:
+        """``(..., N)`` query targets ``y_q``."""
+        return self.tokens[..., self.d :, -1]
+
+    @classmethod
+    def from_arrays(cls, x, y, xq, yq, beta=None) -> "Batch":
+        """Build a batch from ``x (.., L, d)``, ``y (.., L, N)``, ``xq (.., d)``, ``yq (.., N)``."""
+        ctx = torch.cat([x, y], -1)  # (.., L, D)
+        query = torch.cat([xq, yq], -1)[..., None, :]  # (.., 1, D)
+        tokens = torch.cat([ctx, query], -2).transpose(-1, -2).contiguous()
+        if beta is None:
+            beta = torch.full((*xq.shape[:-1], y.shape[-1], x.shape[-1]), float("nan"), dtype=x.dtype, device=x.device)
+        return cls(tokens, beta)
+
+    def member(self, r: int) -> "Batch":
+        """Model ``r``'s part of an ensemble batch."""
+        return Batch(self.tokens[r], self.beta[r])
+
+    def to(self, *args, **kw) -> "Batch":
+        return Batch(self.tokens.to(*args, **kw), self.beta.to(*args, **kw))
+
+
+def kms_covariance(d: int, rho: float, dtype=torch.float64) -> torch.Tensor:
+    """Kac-Murdock-Szego matrix ``Sigma_ij = rho^|i-j|`` (paper 1, B.3; chapter 6)."""
+    i = torch.arange(d, dtype=dtype)
+    return torch.as_tensor(rho, dtype=dtype) ** (i[:, None] - i[None, :]).abs()
+
+
+def derive_seed(seed: int, purpose: str, stream: int = 0) -> int:
+    """Independent 63-bit seed for (run seed, purpose, stream) via ``numpy.random.SeedSequence``."""
+    ss = np.random.SeedSequence([int(seed), _PURPOSES[purpose], int(stream)])
+    return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def make_generators(seed: int, purpose: str, device, streams: int = STREAMS) -> list[torch.Generator]:
+    """The ``streams`` generators of one model for ``purpose`` (``init``, ``train``, ``val``, ``test``)."""
+    device = torch.device(device)
+    return [torch.Generator(device=device).manual_seed(derive_seed(seed, purpose, s)) for s in range(streams)]
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
+    return _POOL
+
+
+def _run_jobs(fn, jobs: list) -> None:
+    """Run ``fn(*job)`` for every job; CPU work is spread over a small thread pool (torch releases
+    the GIL), each job touching only its own slice and generator, so the result is deterministic."""
+    workers = _pool()._max_workers
+    if workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            fn(*job)
+        return
+
+    def run(chunk):
+        for job in chunk:
+            fn(*job)
+
+    chunks = [jobs[w::workers] for w in range(workers)]
+    futures = [_pool().submit(run, c) for c in chunks[1:]]
+    run(chunks[0])
+    for f in futures:
+        f.result()
+
+
+class TaskSampler:
+    """Draws batches for R models at once, each with its own task (covariance, noise, supports).
+
+    All ``datas`` must share ``d`` and the number of tasks; ``L`` may be overridden per call
+    (length generalisation, chapter 5).  ``sample`` takes one list of generators per model.
+    """
+
+    def __init__(self, datas: Sequence[DataConfig], device="cpu", dtype=torch.float32):
+        datas = list(datas)
+        if not datas:
+            raise ValueError("datas=[] is invalid: accepted at least one DataConfig")
+        d, n = datas[0].d, datas[0].n_tasks
+        for k, c in enumerate(datas):
+            if (c.d, c.n_tasks) != (d, n):
+                raise ValueError(
+                    f"datas[{k}] has d={c.d}, tasks={c.n_tasks}: accepted the same d={d} and tasks={n} for every model"
+                )
+        self.datas, self.d, self.n_tasks = datas, d, n
+        self.L = datas[0].L
+        self.device, self.dtype = torch.device(device), dtype
+        R = len(datas)
+        # per-model transforms, shapes noted
+        self.noise_std = torch.tensor([c.sigma2**0.5 for c in datas], dtype=dtype, device=self.device)  # (R,)
+        masks = torch.stack([c.support_mask() for c in datas])  # (R, N, d)
+        self.beta_scale = (masks / masks.sum(-1, keepdim=True).sqrt()).to(self.device, dtype)  # (R, N, d)
+        isotropic = all(c.covariance is None and c.rho == 0.0 for c in datas)
+        self.chol = None  # (R, d, d) Cholesky factors C of Sigma = C C^T, None when isotropic
+        if not isotropic:
+            chol = torch.stack([torch.linalg.cholesky(c.covariance_matrix()) for c in datas])
+            self.chol = chol.to(self.device, dtype)
+        self.R = R
+
+    def numbers_per_sequence(self, L: int | None = None) -> int:
+        L = self.L if L is None else L
+        return (self.d + self.n_tasks) * (L + 1) + self.n_tasks * self.d
+
+    def sample(
+        self,
+        batch: int,
+        generators: Sequence[Sequence[torch.Generator]],
+        L: int | None = None,
+        out: torch.Tensor | None = None,
+    ) -> Batch:
+        """Fresh ``(R, batch, ...)`` sequences; model ``r`` draws from ``generators[r]``.
+
+        ``generators[r]`` holds S generators; generator ``s`` fills the ``s``-th contiguous slice
+        of the model's batch.  ``out`` is an optional ``(R, batch, P)`` buffer reused between calls
+        (the returned tensors then are views of it).  Per sequence the buffer holds
+        ``[x^T (d, L+1) | eps -> y (N, L+1) | beta (N, d)]``, so the token matrix is a view.
+        """
+        batch = check_int("batch", batch, 1)
+        L = self.L if L is None else check_int("L", L, 1)
+        if len(generators) != self.R:
+            raise ValueError(f"generators has {len(generators)} entries: accepted one list per model (R={self.R})")
+        d, N, R = self.d, self.n_tasks, self.R
+        D, T = d + N, L + 1
+        P = self.numbers_per_sequence(L)
+        if out is None or out.shape != (R, batch, P):
+            out = torch.empty(R, batch, P, device=self.device, dtype=self.dtype)
+        jobs = []
+        for r, gens in enumerate(generators):
+            S = len(gens)
+            bounds = [batch * s // S for s in range(S + 1)]
+            jobs += [(r, out[r, bounds[s] : bounds[s + 1]], g) for s, g in enumerate(gens) if bounds[s + 1] > bounds[s]]
+
+        def draw(r: int, view: torch.Tensor, gen: torch.Generator) -> None:
+            view.normal_(generator=gen)
+            tokens = view[:, : D * T].unflatten(-1, (D, T))  # (b, D, L+1)
+            xT, yT = tokens[:, :d], tokens[:, d:]  # (b, d, L+1) covariates, (b, N, L+1) noise for now
+            if self.chol is not None:
+                xT.copy_(self.chol[r] @ xT)  # x = C z ~ N(0, C C^T)
+            beta = view[:, D * T :].unflatten(-1, (N, d))  # (b, N, d)
+            beta.mul_(self.beta_scale[r])
+            yT.mul_(self.noise_std[r])
+            yT.baddbmm_(beta, xT)  # y_n = beta_n^T x + eps_n
+
+        if self.device.type == "cpu":
+            _run_jobs(draw, jobs)
+        else:
+            for job in jobs:
+                draw(*job)
+        tokens = out[..., : D * T].unflatten(-1, (D, T))  # (R, B, D, L+1)
+        beta = out[..., D * T :].unflatten(-1, (N, d))  # (R, B, N, d)
+        return Batch(tokens, beta)
+
+
+def sample_batch(
+    data: DataConfig,
+    batch: int,
+    generator: torch.Generator | int = 0,
+    L: int | None = None,
+    device="cpu",
+    dtype=torch.float64,
+) -> Batch:
+    """``batch`` fresh sequences of one task, shapes ``(batch, ...)``; ``generator`` or an int seed.
+
+    The convenience sampler of the chapters (evaluation sets, Monte Carlo risks).
+    """
+    if isinstance(generator, int):
+        generator = torch.Generator(device=torch.device(device)).manual_seed(derive_seed(generator, "test"))
+    return TaskSampler([data], device=device, dtype=dtype).sample(batch, [[generator]], L=L).member(0)

@@ -1,0 +1,149 @@
+"""Reference predictors and their risks (paper 1, Section 4.3, Theorem 4.2, Appendix F).
+
+Predictors act on a :class:`~icl_lib.data.Batch` (single task) and return ``(..., B)``:
+
+* vanilla GD       ``y_hat = (eta / L) sum_i y_i x_i^T Gamma x_q``  (one GD step from 0),
+* debiased GD      ``y_hat = (eta / L) sum_i y_i (x_i - xbar)^T Gamma x_q``,
+* ridge / Bayes    posterior mean ``beta_hat = (X^T X + sigma^2 d I)^{-1} X^T y`` (prior ``N(0, I/d)``),
+* Nadaraya-Watson  ``y_hat = sum_i y_i softmax_i(omega x_i^T x_q)`` (the single head's predictor).
+
+Closed-form risks for isotropic data (``x ~ N(0, I_d)``, ``beta ~ N(0, I_d / d)``), derived in the
+spec and checked against Monte Carlo in the tests:
+
+    vanilla GD:   R(eta) = 1 + s2 - 2 eta + eta^2 (1 + (d + 1 + s2 d) / L)
+    debiased GD:  R(eta) = 1 + s2 - 2 eta (L-1)/L + eta^2 (L-1)(L + d + s2 d) / L^2
+
+The Bayes risk is estimated by Monte Carlo; its proportional limit (``d/L -> xi``) is
+``( s2 + (xi-1)/xi + sqrt(4 s2 + (s2 + (1-xi)/xi)^2) ) / 2``.  Chapters 1, 2, 5 and 6.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+from .config import DataConfig, check_float, check_int
+from .data import Batch, sample_batch
+
+__all__ = [
+    "vanilla_gd_predict",
+    "debiased_gd_predict",
+    "ridge_predict",
+    "nadaraya_watson_predict",
+    "vanilla_gd_risk",
+    "debiased_gd_risk",
+    "optimal_eta_vanilla",
+    "optimal_eta_debiased",
+    "bayes_risk_proportional",
+    "mc_risk",
+    "bayes_risk_mc",
+]
+
+
+def _single_task(batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    if batch.yq.shape[-1] != 1:
+        raise ValueError(f"batch has {batch.yq.shape[-1]} tasks: accepted a single-task batch")
+    return batch.x, batch.y[..., 0], batch.xq, batch.yq[..., 0]
+
+
+def vanilla_gd_predict(batch: Batch, eta: float, Gamma: torch.Tensor | None = None) -> torch.Tensor:
+    """One GD step from zero with step ``eta`` (and pre-conditioner ``Gamma``): ``(eta/L) sum_i y_i x_i^T Gamma x_q``."""
+    x, y, xq, _ = _single_task(batch)
+    q = xq if Gamma is None else xq @ Gamma.T.to(xq)
+    return eta / x.shape[-2] * ((y[..., None] * x).sum(-2) * q).sum(-1)
+
+
+def debiased_gd_predict(batch: Batch, eta: float, Gamma: torch.Tensor | None = None) -> torch.Tensor:
+    """Debiased GD (paper 1, eq. 4.6): ``(eta/L) sum_i y_i (x_i - xbar)^T Gamma x_q``."""
+    x, y, xq, _ = _single_task(batch)
+    xc = x - x.mean(-2, keepdim=True)
+    q = xq if Gamma is None else xq @ Gamma.T.to(xq)
+    return eta / x.shape[-2] * ((y[..., None] * xc).sum(-2) * q).sum(-1)
+
+
+def ridge_predict(batch: Batch, ridge: float) -> torch.Tensor:
+    """Ridge regression ``beta_hat = (X^T X + ridge I)^{-1} X^T y`` evaluated at ``x_q``.
+
+    With ``ridge = sigma^2 d`` this is the Bayes posterior mean for the prior ``N(0, I/d)``.
+    """
+    x, y, xq, _ = _single_task(batch)
+    d = x.shape[-1]
+    A = x.transpose(-1, -2) @ x + ridge * torch.eye(d, dtype=x.dtype, device=x.device)
+    beta_hat = torch.linalg.solve(A, (x.transpose(-1, -2) @ y[..., None]))[..., 0]
+    return (beta_hat * xq).sum(-1)
+
+
+def nadaraya_watson_predict(batch: Batch, omega: float) -> torch.Tensor:
+    """Nadaraya-Watson with kernel ``exp(omega x_i^T x_q)``: ``sum_i y_i softmax_i(omega x_i^T x_q)``."""
+    x, y, xq, _ = _single_task(batch)
+    a = torch.softmax(omega * (x @ xq[..., None])[..., 0], dim=-1)
+    return (a * y).sum(-1)
+
+
+# ------------------------------------------------------------------------------- closed forms
+def _check_dls(d, L, sigma2):
+    return check_int("d", d, 1), check_int("L", L, 1), check_float("sigma2", sigma2, 0.0)
+
+
+def vanilla_gd_risk(eta: float, d: int, L: int, sigma2: float) -> float:
+    """Exact ICL risk of vanilla GD at step ``eta`` (isotropic data; paper 1, F.28)."""
+    d, L, s2 = _check_dls(d, L, sigma2)
+    return 1 + s2 - 2 * eta + eta**2 * (1 + (d + 1 + s2 * d) / L)
+
+
+def optimal_eta_vanilla(d: int, L: int, sigma2: float) -> float:
+    """Risk-minimising step of vanilla GD: ``1 / (1 + (d + 1 + s2 d) / L)``."""
+    d, L, s2 = _check_dls(d, L, sigma2)
+    return 1 / (1 + (d + 1 + s2 * d) / L)
+
+
+def debiased_gd_risk(eta: float, d: int, L: int, sigma2: float) -> float:
+    """Exact ICL risk of debiased GD at step ``eta`` (isotropic data)."""
+    d, L, s2 = _check_dls(d, L, sigma2)
+    return 1 + s2 - 2 * eta * (L - 1) / L + eta**2 * (L - 1) * (L + d + s2 * d) / L**2
+
+
+def optimal_eta_debiased(d: int, L: int, sigma2: float) -> float:
+    """Risk-minimising step of debiased GD: ``L / (L + d + s2 d)``, the ``s*`` of the approximate loss (4.1)."""
+    d, L, s2 = _check_dls(d, L, sigma2)
+    return 1 / (1 + (1 + s2) * d / L)
+
+
+def bayes_risk_proportional(xi: float, sigma2: float) -> float:
+    """Limit of the Bayes (ridge) risk, prior ``N(0, I/d)``, as ``d, L -> inf`` with ``d/L -> xi``
+    (paper 1, Theorem 4.2 (iii); the ``1 + sigma^2`` scale of the other risks, including the noise)."""
+    xi = check_float("xi", xi, 0.0, lo_open=True)
+    s2 = check_float("sigma2", sigma2, 0.0)
+    return (s2 + (xi - 1) / xi + math.sqrt(4 * s2 + (s2 + (1 - xi) / xi) ** 2)) / 2
+
+
+# ------------------------------------------------------------------------------- Monte Carlo
+def mc_risk(
+    predict: Callable[[Batch], torch.Tensor],
+    data: DataConfig,
+    n: int = 100_000,
+    seed: int = 0,
+    L: int | None = None,
+    chunk: int = 20_000,
+) -> tuple[float, float]:
+    """Monte Carlo ICL risk ``E (y_hat - y_q)^2`` of ``predict`` on fresh sequences: (mean, std error).
+
+    ``predict`` maps a single-task batch to ``(B,)`` predictions.
+    """
+    n = check_int("n", n, 2)
+    gen = torch.Generator().manual_seed(seed)
+    errs = []
+    done = 0
+    while done < n:
+        b = sample_batch(data, min(chunk, n - done), gen, L=L)
+        errs.append((predict(b) - b.yq[..., 0]) ** 2)
+        done += errs[-1].numel()
+    e = torch.cat(errs)
+    return float(e.mean()), float(e.std() / math.sqrt(e.numel()))
+
+
+def bayes_risk_mc(data: DataConfig, n: int = 100_000, seed: int = 0, L: int | None = None) -> tuple[float, float]:
+    """Monte Carlo risk of the Bayes posterior mean (ridge with ``sigma^2 d``), isotropic single task."""
+    return mc_risk(lambda b: ridge_predict(b, data.sigma2 * data.d), data, n=n, seed=seed, L=L)

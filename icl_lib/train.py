@@ -1,0 +1,454 @@
+"""Training: R attention models side by side on fresh batches (paper 1, Section 2 training setup).
+
+:class:`EnsembleTrainer` trains one ensemble of shape-compatible runs (same ``d``, ``L``, tasks,
+attention kind and :class:`~icl_lib.config.TrainConfig`; seeds, head counts, noise levels and
+covariances may differ).  Each model draws its initialisation and its data from its own
+generators, and Adam/SGD act element-wise, so a model trained in an ensemble ends where it would
+alone (up to floating-point summation order; tested).
+
+The history records, at the steps of ``TrainConfig.log_steps()``, the training-batch loss, the loss
+on a fixed held-out validation set, and every head's ``KQ`` and ``OV`` circuits (chapter 3's
+dynamics).  Long runs checkpoint atomically (temporary file, then rename) and resume to the same
+parameters as an uninterrupted run.  A non-finite loss stops training with an error naming the
+step and the learning rate.
+
+:func:`train` is the entry point of the chapters: it looks runs up in the run cache
+(:mod:`icl_lib.cache`), trains what is missing as ensembles, and stores the results.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+from .circuits import PatternSummary, mu_of, omega_of, summarize_pattern
+from .config import RunSpec, check_int, resolve_device, resolve_dtype
+from .data import Batch, TaskSampler, derive_seed, make_generators
+from .models import AttentionEnsemble
+
+__all__ = ["EnsembleTrainer", "Run", "train", "TrainingDiverged", "validation_batch", "stack_models"]
+
+
+_ALLOCATOR_TUNED = False
+
+
+def tune_cpu_allocator() -> None:
+    """Keep MB-sized temporaries on glibc's heap instead of fresh ``mmap`` pages.
+
+    Each training step allocates a few MB of short-lived tensors; by default glibc maps and unmaps
+    them every step and the page faults cost about a quarter of a CPU step (measured with
+    ``python -m icl_lib.bench``).  Process-wide and harmless elsewhere; a no-op off glibc.
+    """
+    global _ALLOCATOR_TUNED
+    if _ALLOCATOR_TUNED:
+        return
+    _ALLOCATOR_TUNED = True
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
+    libc.mallopt(M_MMAP_THRESHOLD, 32 * 2**20)
+    libc.mallopt(M_TRIM_THRESHOLD, 512 * 2**20)
+    libc.mallopt(M_TOP_PAD, 64 * 2**20)
+
+
+class TrainingDiverged(FloatingPointError):
+    """The loss became NaN or infinite; the message names the run, the step and the learning rate."""
+
+
+def validation_batch(spec: RunSpec, device="cpu", dtype=torch.float32) -> Batch:
+    """The fixed held-out validation set of a run: it depends only on the task (``spec.data``) and
+    ``val_size``, so all runs of one task are compared on the same sequences."""
+    payload = json.dumps({"data": spec.to_dict()["data"], "n": spec.train.val_size}, sort_keys=True)
+    seed = int.from_bytes(hashlib.sha256(payload.encode()).digest()[:7], "big")
+    gen = torch.Generator(device=torch.device(device)).manual_seed(derive_seed(seed, "val"))
+    sampler = TaskSampler([spec.data], device=device, dtype=dtype)
+    return sampler.sample(spec.train.val_size, [[gen]]).member(0)
+
+
+def _stack_batches(batches: Sequence[Batch]) -> Batch:
+    return Batch(torch.stack([b.tokens for b in batches]), torch.stack([b.beta for b in batches]))
+
+
+class EnsembleTrainer:
+    """Train R shape-compatible runs as one batched program (paper 1's setup; chapters 1-7)."""
+
+    def __init__(
+        self,
+        specs: Sequence[RunSpec],
+        device="auto",
+        checkpoint: str | os.PathLike | None = None,
+        checkpoint_every: float = 60.0,
+        progress: bool = True,
+        compile: bool | str = "auto",
+    ):
+        specs = list(specs)
+        if not specs:
+            raise ValueError("specs=[] is invalid: accepted at least one RunSpec")
+        g0 = specs[0].group_key()
+        for k, s in enumerate(specs):
+            if s.group_key() != g0:
+                raise ValueError(
+                    f"specs[{k}] cannot share an ensemble with specs[0]: accepted equal d, L, number of tasks, "
+                    "attention kind and TrainConfig (use icl_lib.train, which groups runs)"
+                )
+        self.specs = specs
+        self.device = resolve_device(device)
+        if self.device.type == "cpu":
+            tune_cpu_allocator()
+        tc = specs[0].train
+        self.tc = tc
+        self.dtype = resolve_dtype(tc.dtype)
+        data0, m0 = specs[0].data, specs[0].model
+        self.model = AttentionEnsemble(
+            [s.model.heads for s in specs],
+            data0.d,
+            n_tasks=data0.n_tasks,
+            attention=m0.attention,
+            norm_length=m0.norm_length or (data0.L if m0.attention == "linear" else None),
+            device=self.device,
+            dtype=self.dtype,
+        )
+        init_gens = [make_generators(s.seed, "init", "cpu", streams=1)[0] for s in specs]
+        self.model.reset_parameters(init_gens, [s.model.init_scale for s in specs])
+        self.sampler = TaskSampler([s.data for s in specs], device=self.device, dtype=self.dtype)
+        self.generators = [make_generators(s.seed, "train", self.device) for s in specs]
+        params = [self.model.Q, self.model.K, self.model.V, self.model.O]
+        if tc.optimizer == "adam":
+            opt_kw = {"fused": True} if self.device.type in ("cpu", "cuda") else {}
+            self.opt = torch.optim.Adam(params, lr=tc.lr, **opt_kw)
+        else:
+            self.opt = torch.optim.SGD(params, lr=tc.lr)
+        val = [validation_batch(s, self.device, self.dtype) for s in specs]
+        self.val = _stack_batches(val)  # (R, V, ...)
+        self.step = 0
+        self.elapsed = 0.0
+        self.first_bad = torch.full((len(specs),), -1, dtype=torch.long, device=self.device)
+        self.history: dict[str, list] = {"step": [], "train_loss": [], "val_loss": [], "KQ": [], "OV": []}
+        self.log_steps = tc.log_steps()
+        self.checkpoint = Path(checkpoint) if checkpoint is not None else None
+        self.checkpoint_every = checkpoint_every
+        self.progress = progress
+        P = self.sampler.numbers_per_sequence()
+        self._buffer = torch.empty(len(specs), tc.batch, P, device=self.device, dtype=self.dtype)  # (R, B, P) reused
+        self._loss_fn = self._make_loss_fn(compile)
+        if self.checkpoint is not None and self.checkpoint.exists():
+            self.load_state_dict(torch.load(self.checkpoint, map_location=self.device, weights_only=True))
+
+    # ----------------------------------------------------------------- compiled step (GPU)
+    def _make_loss_fn(self, compile) -> Callable[[Batch], torch.Tensor]:
+        eager = self.model.loss
+        if compile == "auto":
+            compile = self.device.type == "cuda"
+        if not compile:
+            return eager
+        try:
+            compiled = torch.compile(self.model.loss, dynamic=False)
+        except Exception:  # noqa: BLE001 - any failure falls back to eager mode
+            return eager
+        state = {"fn": compiled}
+
+        def loss_fn(batch):
+            try:
+                return state["fn"](batch)
+            except Exception:  # noqa: BLE001 - compilation failed at first call: fall back
+                state["fn"] = eager
+                return eager(batch)
+
+        return loss_fn
+
+    # ----------------------------------------------------------------- state
+    def state_dict(self) -> dict:
+        return {
+            "specs": [json.dumps(s.to_dict(), sort_keys=True) for s in self.specs],
+            "step": self.step,
+            "elapsed": self.elapsed,
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            "opt": self.opt.state_dict(),
+            "generators": [[g.get_state() for g in gens] for gens in self.generators],
+            "first_bad": self.first_bad.clone(),
+            "history": {k: list(v) for k, v in self.history.items()},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        mine = [json.dumps(s.to_dict(), sort_keys=True) for s in self.specs]
+        if state["specs"] != mine:
+            raise ValueError("checkpoint does not match these runs: accepted a checkpoint of the same RunSpecs")
+        self.model.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["opt"])
+        for gens, states in zip(self.generators, state["generators"]):
+            for g, st in zip(gens, states):
+                g.set_state(st.cpu() if g.device.type == "cpu" else st)
+        self.step = int(state["step"])
+        self.elapsed = float(state["elapsed"])
+        self.first_bad = state["first_bad"].to(self.device)
+        self.history = {k: list(v) for k, v in state["history"].items()}
+
+    def save_checkpoint(self) -> None:
+        """Write the checkpoint atomically: a temporary file in the same folder, then a rename."""
+        if self.checkpoint is None:
+            return
+        self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.checkpoint.with_name(f".{self.checkpoint.name}.{os.getpid()}.tmp")
+        torch.save(self.state_dict(), tmp)
+        os.replace(tmp, self.checkpoint)
+
+    # ----------------------------------------------------------------- loop
+    @torch.no_grad()
+    def _record(self, step: int, train_loss: torch.Tensor) -> None:
+        KQ, OV = self.model.circuits()
+        val_loss = self.model.loss(self.val)
+        self.history["step"].append(step)
+        self.history["train_loss"].append(train_loss.detach().float().cpu())
+        self.history["val_loss"].append(val_loss.float().cpu())
+        self.history["KQ"].append(KQ.float().cpu())
+        self.history["OV"].append(OV.float().cpu())
+        self._check_finite()
+
+    def _check_finite(self) -> None:
+        bad = self.first_bad.cpu()
+        if (bad >= 0).any():
+            r = int(torch.nonzero(bad >= 0)[0])
+            s = self.specs[r]
+            raise TrainingDiverged(
+                f"training loss became non-finite at step {int(bad[r])} (run seed={s.seed}, heads={s.model.heads}) "
+                f"with lr={s.train.lr}: lower the learning rate"
+            )
+
+    def run(self, until: int | None = None) -> list["Run"] | None:
+        """Train up to step ``until`` (default: the configured ``steps``).
+
+        Returns the finished runs when training is complete, ``None`` when stopped early at
+        ``until`` (the checkpoint, if any, then holds the state).  A ``KeyboardInterrupt``
+        writes the checkpoint before it propagates.
+        """
+        steps = self.tc.steps
+        until = steps if until is None else check_int("until", until, 0, steps)
+        log_set = set(self.log_steps)
+        recorded = set(self.history["step"])
+        bar = None
+        if self.progress and until > self.step:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=steps, initial=self.step, desc=f"train R={len(self.specs)}", leave=False, mininterval=0.5)
+        t0 = time.perf_counter()
+        last_ckpt = t0
+        try:
+            while self.step < until:
+                t = self.step
+                batch = self.sampler.sample(self.tc.batch, self.generators, out=self._buffer)
+                loss = self._loss_fn(batch)  # (R,)
+                bad = ~torch.isfinite(loss)
+                self.first_bad = torch.where(bad & (self.first_bad < 0), t, self.first_bad)
+                if t in log_set and t not in recorded:
+                    self._record(t, loss)
+                    recorded.add(t)
+                    if bar is not None:
+                        bar.set_postfix(val=f"{self.history['val_loss'][-1].mean():.4f}", refresh=False)
+                self.opt.zero_grad(set_to_none=True)
+                loss.sum().backward()
+                self.opt.step()
+                self.step = t + 1
+                if bar is not None:
+                    bar.update(1)
+                now = time.perf_counter()
+                if self.checkpoint is not None and now - last_ckpt > self.checkpoint_every and self.step < steps:
+                    self.elapsed += now - t0
+                    t0 = now
+                    self.save_checkpoint()
+                    last_ckpt = time.perf_counter()
+            if self.step == steps and steps not in recorded:
+                with torch.no_grad():
+                    final = self.model.loss(self.sampler.sample(self.tc.batch, self.generators))
+                    self.first_bad = torch.where(~torch.isfinite(final) & (self.first_bad < 0), steps, self.first_bad)
+                self._record(steps, final)
+            self._check_finite()
+        except KeyboardInterrupt:
+            self.elapsed += time.perf_counter() - t0
+            self.save_checkpoint()
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
+        self.elapsed += time.perf_counter() - t0
+        if self.step < steps:
+            self.save_checkpoint()
+            return None
+        return self.results()
+
+    def results(self) -> list["Run"]:
+        h = self.history
+        stacked = {
+            "step": torch.tensor(h["step"]),
+            "train_loss": torch.stack(h["train_loss"], 1),  # (R, T)
+            "val_loss": torch.stack(h["val_loss"], 1),  # (R, T)
+            "KQ": torch.stack(h["KQ"], 1),  # (R, T, H, D, D)
+            "OV": torch.stack(h["OV"], 1),  # (R, T, H, N, D)
+        }
+        runs = []
+        R = len(self.specs)
+        for r, s in enumerate(self.specs):
+            Hr = s.model.heads
+            params = {k: getattr(self.model, k)[r, :Hr].detach().cpu().clone() for k in "QKVO"}
+            hist = {
+                "step": stacked["step"].clone(),
+                "train_loss": stacked["train_loss"][r].clone(),
+                "val_loss": stacked["val_loss"][r].clone(),
+                "KQ": stacked["KQ"][r, :, :Hr].clone(),
+                "OV": stacked["OV"][r, :, :Hr].clone(),
+            }
+            meta = {
+                "device": self.device.type,
+                "ensemble": R,
+                "seconds": self.elapsed,
+                "model_steps_per_s": R * self.tc.steps / max(self.elapsed, 1e-9),
+            }
+            runs.append(Run(spec=s, params=params, history=hist, meta=meta))
+        return runs
+
+
+@dataclass
+class Run:
+    """One trained model: its spec, final parameters, history and timing (chapters 1-7)."""
+
+    spec: RunSpec
+    params: dict  # Q, K, V (H, D, D) and O (H, N, D), on the CPU
+    history: dict  # step (T,), train_loss (T,), val_loss (T,), KQ (T, H, D, D), OV (T, H, N, D)
+    meta: dict = field(default_factory=dict)  # device, ensemble size, seconds, model_steps_per_s, cached
+
+    @property
+    def d(self) -> int:
+        return self.spec.data.d
+
+    @property
+    def KQ(self) -> torch.Tensor:
+        """Final ``KQ_h`` circuits, ``(H, D, D)``."""
+        return self.history["KQ"][-1]
+
+    @property
+    def OV(self) -> torch.Tensor:
+        """Final ``OV_h`` circuits, ``(H, N, D)``."""
+        return self.history["OV"][-1]
+
+    @property
+    def omega(self) -> torch.Tensor:
+        return omega_of(self.KQ, self.d)
+
+    @property
+    def mu(self) -> torch.Tensor:
+        return mu_of(self.OV, self.d)
+
+    @property
+    def val_loss(self) -> float:
+        return float(self.history["val_loss"][-1])
+
+    def pattern(self) -> PatternSummary:
+        return summarize_pattern(self.KQ, self.OV, self.d)
+
+    def model(self, device="cpu", dtype=torch.float64) -> AttentionEnsemble:
+        """The trained model as an ensemble of one."""
+        return stack_models([self], device=device, dtype=dtype)
+
+
+def stack_models(runs: Sequence[Run], device="cpu", dtype=torch.float64) -> AttentionEnsemble:
+    """Trained runs (same ``d``, tasks and attention kind) as one :class:`AttentionEnsemble` for
+    batched evaluation (chapter 5's length generalisation, for instance)."""
+    runs = list(runs)
+    s0 = runs[0].spec
+    for k, r in enumerate(runs):
+        if (r.spec.data.d, r.spec.data.n_tasks, r.spec.model.attention) != (s0.data.d, s0.data.n_tasks, s0.model.attention):
+            raise ValueError(f"runs[{k}] has another d, number of tasks or attention kind than runs[0]")
+    m0 = s0.model
+    norm = m0.norm_length or (s0.data.L if m0.attention == "linear" else None)
+    model = AttentionEnsemble(
+        [r.spec.model.heads for r in runs],
+        s0.data.d,
+        n_tasks=s0.data.n_tasks,
+        attention=m0.attention,
+        norm_length=norm,
+        device=device,
+        dtype=dtype,
+    )
+    with torch.no_grad():
+        for i, r in enumerate(runs):
+            H = r.spec.model.heads
+            for k in "QKVO":
+                getattr(model, k)[i, :H] = r.params[k].to(device, dtype)
+    return model.requires_grad_(False)
+
+
+def train(
+    specs: Sequence[RunSpec],
+    device="auto",
+    cache: bool = True,
+    progress: bool = True,
+    max_ensemble: int = 64,
+) -> list[Run]:
+    """Train (or load from the run cache) every spec; returns one :class:`Run` per spec, in order.
+
+    Runs missing from the cache are grouped by shape into ensembles of at most ``max_ensemble``
+    models.  With ``cache=True`` a run in progress checkpoints into the cache folder and resumes
+    there if interrupted; two processes asking for the same runs train them once (the second
+    waits on a file lock, then loads).
+    """
+    from .cache import RunCache
+
+    specs = list(specs)
+    for k, s in enumerate(specs):
+        if not isinstance(s, RunSpec):
+            raise ValueError(f"specs[{k}]={s!r} is invalid: accepted a RunSpec")
+    max_ensemble = check_int("max_ensemble", max_ensemble, 1)
+    dev = resolve_device(device)
+    keys = [s.key(dev.type) for s in specs]
+    store = RunCache() if cache else None
+    found: dict[str, Run] = {}
+    if store is not None:
+        for key in set(keys):
+            run = store.load(key)
+            if run is not None:
+                found[key] = run
+    todo: dict[str, RunSpec] = {}
+    for key, s in zip(keys, specs):
+        if key not in found:
+            todo[key] = s
+    groups: dict[tuple, list[str]] = {}
+    for key, s in todo.items():
+        groups.setdefault(s.group_key(), []).append(key)
+    for group in groups.values():
+        for i in range(0, len(group), max_ensemble):
+            chunk = group[i : i + max_ensemble]
+            if store is None:
+                runs = EnsembleTrainer([todo[k] for k in chunk], dev, progress=progress).run()
+                found.update(zip(chunk, runs))
+                continue
+            with store.locked(chunk):
+                missing = []
+                for k in chunk:
+                    run = store.load(k)
+                    if run is None:
+                        missing.append(k)
+                    else:
+                        found[k] = run
+                if not missing:
+                    continue
+                ckpt = store.checkpoint_path(missing)
+                trainer = EnsembleTrainer([todo[k] for k in missing], dev, checkpoint=ckpt, progress=progress)
+                runs = trainer.run()
+                for k, run in zip(missing, runs):
+                    store.save(k, run)
+                    found[k] = run
+                ckpt.unlink(missing_ok=True)
+    out = []
+    for key in keys:
+        run = found[key]
+        out.append(run)
+    return out

@@ -1,0 +1,23 @@
+"""Shared test fixtures: a private run cache per test session and double precision helpers."""
+
+import os
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    """Every test gets its own run cache so no test reads another's results."""
+    monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path / "icl_cache"))
+    monkeypatch.delenv("ICL_PROFILE", raising=False)
+    yield
+
+
+@pytest.fixture
+def gen():
+    return torch.Generator().manual_seed(1234)
+
+
+def pytest_configure(config):
+    torch.set_num_threads(min(2, os.cpu_count() or 1))

@@ -1,0 +1,121 @@
+"""The model against a plain per-sequence, per-head loop (paper 1, eq. 2.2) and the (3.2) predictor."""
+
+import math
+
+import pytest
+import torch
+
+from icl_lib import AttentionEnsemble, DataConfig, kernel_regression_predict, mu_of, omega_of, sample_batch
+from icl_lib.data import Batch, make_generators
+
+
+def loop_forward(Q, K, V, O, x, y, xq, attention="softmax", norm_length=None):
+    """Token-wise reference: project every token with Q, K, V, one sequence and one head at a time."""
+    B, L, d = x.shape
+    N = y.shape[-1]
+    H, D = Q.shape[0], d + N
+    out = torch.zeros(B, N, dtype=x.dtype)
+    for b in range(B):
+        Zc = torch.cat([x[b], y[b]], -1)  # (L, D)
+        zq = torch.cat([xq[b], torch.zeros(N, dtype=x.dtype)])  # query token (x_q, 0)
+        for h in range(H):
+            q = Q[h] @ zq
+            scores = torch.stack([(K[h] @ Zc[i]) @ q for i in range(L)]) / math.sqrt(D)
+            if attention == "softmax":
+                a = torch.exp(scores - scores.max())
+                a = a / a.sum()
+            elif attention == "linear":
+                a = scores / norm_length
+            else:
+                f = 1 + torch.tanh(scores) if attention == "one_plus_tanh" else 1 + scores + scores**2 / 2
+                a = f / f.sum()
+            values = torch.stack([V[h] @ Zc[i] for i in range(L)])  # (L, D)
+            out[b] += O[h] @ (a[:, None] * values).sum(0)
+    return out
+
+
+@pytest.mark.parametrize("attention", ["softmax", "linear", "one_plus_tanh", "quadratic"])
+@pytest.mark.parametrize("data", [DataConfig(d=3, L=7), DataConfig(d=4, L=6, rho=0.5, supports=[[0, 1], [1, 2, 3]])])
+def test_forward_matches_token_loop(attention, data, gen):
+    heads = [2, 3]
+    m = AttentionEnsemble(heads, data.d, n_tasks=data.n_tasks, attention=attention, norm_length=data.L,
+                          dtype=torch.float64)
+    m.reset_parameters([torch.Generator().manual_seed(k) for k in range(2)], init_scale=2.0)
+    b = sample_batch(data, 5, gen)
+    pred = m(b)  # shared batch: (R, B, N)
+    assert pred.shape == (2, 5, data.n_tasks)
+    for r, H in enumerate(heads):
+        ref = loop_forward(m.Q[r, :H], m.K[r, :H], m.V[r, :H], m.O[r, :H], b.x, b.y, b.xq, attention, data.L)
+        torch.testing.assert_close(pred[r], ref, rtol=1e-10, atol=1e-12)
+
+
+def test_ensemble_batch_per_model(gen):
+    data = DataConfig(d=3, L=5)
+    m = AttentionEnsemble([1, 2], 3, dtype=torch.float64)
+    m.reset_parameters([torch.Generator().manual_seed(k) for k in range(2)])
+    b0, b1 = sample_batch(data, 4, 1), sample_batch(data, 4, 2)
+    both = Batch(torch.stack([b0.tokens, b1.tokens]), torch.stack([b0.beta, b1.beta]))
+    pred = m(both)
+    torch.testing.assert_close(pred[0], m(b0)[0])
+    torch.testing.assert_close(pred[1], m(b1)[1])
+
+
+def test_masked_heads_are_inert():
+    m = AttentionEnsemble([1, 3], 3, dtype=torch.float64)
+    m.reset_parameters([torch.Generator().manual_seed(k) for k in range(2)])
+    assert torch.all(m.Q[0, 1:] == 0) and torch.all(m.O[0, 1:] == 0)
+    b = sample_batch(DataConfig(d=3, L=5), 8, 0)
+    m.loss(b).sum().backward()
+    for p in (m.Q, m.K, m.V, m.O):
+        assert torch.all(p.grad[0, 1:] == 0)
+
+
+def test_initialisation_is_pytorch_default_and_independent_of_ensemble():
+    D = 6
+    gens = lambda: make_generators(7, "init", "cpu", streams=1)  # noqa: E731
+    alone = AttentionEnsemble(2, 5, dtype=torch.float64).reset_parameters(gens())
+    paired = AttentionEnsemble([4, 2], 5, dtype=torch.float64).reset_parameters(
+        [torch.Generator().manual_seed(1), gens()[0]])
+    torch.testing.assert_close(alone.Q[0], paired.Q[1, :2])
+    big = AttentionEnsemble(64, 5, dtype=torch.float64).reset_parameters(gens())
+    bound = 1 / math.sqrt(D)
+    assert big.Q.abs().max() <= bound
+    # U(-b, b) has variance b^2 / 3
+    assert abs(big.Q.var().item() - bound**2 / 3) < 0.05 * bound**2 / 3
+
+
+def test_hand_set_circuits_give_kernel_regression(gen):
+    """KQ = [[omega I, 0], [0, 0]], OV = (0, mu) is exactly the predictor (3.2)."""
+    d, H = 5, 3
+    D = d + 1
+    omega = torch.tensor([0.3, -0.2, 0.05], dtype=torch.float64)
+    mu = torch.tensor([1.5, -0.7, 0.2], dtype=torch.float64)
+    KQ = torch.zeros(1, H, D, D, dtype=torch.float64)
+    KQ[0, :, :d, :d] = omega[:, None, None] * torch.eye(d, dtype=torch.float64)
+    OV = torch.zeros(1, H, 1, D, dtype=torch.float64)
+    OV[0, :, 0, d] = mu
+    m = AttentionEnsemble.from_circuits(KQ, OV, d)
+    b = sample_batch(DataConfig(d=d, L=40), 64, gen)
+    torch.testing.assert_close(m(b)[0, :, 0], kernel_regression_predict(omega, mu, b.x, b.y, b.xq), rtol=1e-12,
+                               atol=1e-12)
+    # and the ensemble form of (3.2)
+    torch.testing.assert_close(kernel_regression_predict(omega[None], mu[None], b.x, b.y, b.xq)[0],
+                               kernel_regression_predict(omega, mu, b.x, b.y, b.xq))
+
+
+def test_circuit_extraction_round_trips(gen):
+    R, H, d, N = 2, 3, 4, 2
+    D = d + N
+    KQ = torch.randn(R, H, D, D, dtype=torch.float64, generator=gen)
+    OV = torch.randn(R, H, N, D, dtype=torch.float64, generator=gen)
+    m = AttentionEnsemble.from_circuits(KQ, OV, d)
+    KQ2, OV2 = m.circuits()
+    torch.testing.assert_close(KQ2, KQ)
+    torch.testing.assert_close(OV2, OV)
+    torch.testing.assert_close(omega_of(KQ, d), KQ[..., :d, :d].diagonal(dim1=-2, dim2=-1).mean(-1))
+    torch.testing.assert_close(mu_of(OV, d, task=1), OV[..., 1, d + 1])
+    # circuits computed from random Q, K, V, O equal K^T Q / sqrt(D) and O V
+    m.reset_parameters([torch.Generator().manual_seed(k) for k in range(R)])
+    KQ3, OV3 = m.circuits()
+    torch.testing.assert_close(KQ3[1, 2], m.K[1, 2].T @ m.Q[1, 2] / math.sqrt(D))
+    torch.testing.assert_close(OV3[0, 1], m.O[0, 1] @ m.V[0, 1])

@@ -1,0 +1,52 @@
+"""Every invalid parameter raises ValueError naming the parameter, the value and what is accepted."""
+
+import pytest
+
+from icl_lib import DataConfig, ModelConfig, RunSpec, TrainConfig, resolve_profile, train_config
+from icl_lib.config import resolve_device
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: ModelConfig(heads=0), "heads"),
+        (lambda: ModelConfig(heads=2.5), "heads"),
+        (lambda: ModelConfig(attention="relu"), "attention"),
+        (lambda: DataConfig(L=0), "L"),
+        (lambda: DataConfig(d=0), "d"),
+        (lambda: DataConfig(sigma2=-0.1), "sigma2"),
+        (lambda: DataConfig(sigma2=float("nan")), "sigma2"),
+        (lambda: DataConfig(rho=1.0), "rho"),
+        (lambda: DataConfig(rho=-1.5), "rho"),
+        (lambda: DataConfig(d=4, supports=[[0, 4]]), "supports[0] index"),
+        (lambda: DataConfig(d=4, supports=[[0, 0]]), "supports[0]"),
+        (lambda: DataConfig(d=4, supports=[]), "supports"),
+        (lambda: DataConfig(d=2, covariance=[[1, 2], [2, 1]]), "covariance"),
+        (lambda: TrainConfig(steps=0), "steps"),
+        (lambda: TrainConfig(lr=0), "lr"),
+        (lambda: TrainConfig(batch=1), "batch"),
+        (lambda: TrainConfig(optimizer="lbfgs"), "optimizer"),
+        (lambda: RunSpec(seed=-1), "seed"),
+        (lambda: resolve_profile("fast"), "profile"),
+        (lambda: train_config("auto"), "profile"),
+        (lambda: resolve_device("tpu"), "device"),
+    ],
+)
+def test_invalid_parameter(make, name):
+    with pytest.raises(ValueError) as err:
+        make()
+    msg = str(err.value)
+    assert msg.startswith(f"{name}=") and "accepted" in msg
+
+
+def test_profile_env_override(monkeypatch):
+    monkeypatch.setenv("ICL_PROFILE", "paper")
+    assert resolve_profile("auto", "cpu") == "paper"
+    assert resolve_profile("quick", "cpu") == "quick"
+    monkeypatch.setenv("ICL_PROFILE", "slow")
+    with pytest.raises(ValueError, match="ICL_PROFILE='slow'"):
+        resolve_profile("auto", "cpu")
+    monkeypatch.delenv("ICL_PROFILE")
+    assert resolve_profile("auto", "cpu") == "quick"
+    assert train_config("paper").steps == 500_000 and train_config("paper").lr == 1e-3
+    assert train_config("quick", steps=None, lr=0.01).lr == 0.01
