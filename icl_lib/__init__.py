@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 # it is part of every run-cache key.
 MODEL_CODE_VERSION = "1"
 
+from .claims import Claims  # noqa: E402
 from .circuits import PatternSummary, mu_of, omega_of, summarize_pattern  # noqa: E402
 from .config import DataConfig, ModelConfig, RunSpec, TrainConfig, resolve_device  # noqa: E402
 from .data import Batch, TaskSampler, kms_covariance, sample_batch  # noqa: E402
@@ -33,6 +34,7 @@ __all__ = [
     "__version__",
     "MODEL_CODE_VERSION",
     "AttentionEnsemble",
+    "Claims",
     "Batch",
     "DataConfig",
     "EnsembleTrainer",
