@@ -25,6 +25,7 @@ __all__ = [
     "dummy_heads",
     "PatternSummary",
     "summarize_pattern",
+    "pattern_history",
     "DUMMY_TOL",
 ]
 
@@ -41,20 +42,36 @@ def mu_of(OV: torch.Tensor, d: int, task: int = 0) -> torch.Tensor:
     return OV[..., task, d + task]
 
 
+def _kq_parts(KQ: torch.Tensor, d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Squared mass off and on the diagonal of ``KQ[:, :d]`` (the columns that meet ``x_q``), per head."""
+    block = KQ[..., :, :d]  # (..., H, D, d)
+    diag2 = block[..., :d, :].diagonal(dim1=-2, dim2=-1).pow(2).sum(-1)
+    off2 = (block.pow(2).sum((-1, -2)) - diag2).clamp_min(0)
+    return off2, diag2
+
+
+def _ov_parts(OV: torch.Tensor, d: int, task: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Squared mass of ``OV_h[task]`` off and on its label entry, per head."""
+    row = OV[..., task, :]
+    last2 = row[..., d + task].pow(2)
+    return (row.pow(2).sum(-1) - last2).clamp_min(0), last2
+
+
+def _pooled_ratio(off2: torch.Tensor, on2: torch.Tensor) -> torch.Tensor:
+    return off2.sum(-1).sqrt() / on2.sum(-1).sqrt()
+
+
 def kq_offdiag_ratio(KQ: torch.Tensor, d: int) -> torch.Tensor:
-    """Mass of ``KQ[:, :d]`` off its diagonal (off-diagonal block entries and the label row),
-    relative to the diagonal: ``sqrt(sum off^2) / sqrt(sum diag^2)``, per head ``(..., H)``."""
-    block = KQ[..., :, :d]  # (..., H, D, d): the columns that meet x_q
-    diag = block[..., :d, :].diagonal(dim1=-2, dim2=-1)
-    off2 = block.pow(2).sum((-1, -2)) - diag.pow(2).sum(-1)
-    return off2.clamp_min(0).sqrt() / diag.pow(2).sum(-1).sqrt()
+    """Mass of ``KQ_h[:, :d]`` off its diagonal (off-diagonal block entries and the label row)
+    relative to the diagonal, ``sqrt(sum off^2) / sqrt(sum diag^2)``, per head ``(..., H)``."""
+    off2, diag2 = _kq_parts(KQ, d)
+    return off2.sqrt() / diag2.sqrt()
 
 
 def ov_offlast_ratio(OV: torch.Tensor, d: int, task: int = 0) -> torch.Tensor:
     """``||OV_h[task] off the label entry|| / |mu_h|``, per head ``(..., H)``."""
-    row = OV[..., task, :]
-    last = row[..., d + task].abs()
-    return (row.pow(2).sum(-1) - last.pow(2)).clamp_min(0).sqrt() / last
+    off2, last2 = _ov_parts(OV, d, task)
+    return off2.sqrt() / last2.sqrt()
 
 
 def dummy_heads(omega: torch.Tensor, mu: torch.Tensor, tol: float = DUMMY_TOL) -> torch.Tensor:
@@ -77,8 +94,8 @@ class PatternSummary:
     mu: list[float]  # mu_h per head
     groups: list[str]  # "positive" | "negative" | "dummy" per head
     eta: float  # effective rate sum_h mu_h omega_h
-    kq_offdiag: float  # max over non-dummy heads of kq_offdiag_ratio
-    ov_offlast: float  # max over non-dummy heads of ov_offlast_ratio
+    kq_offdiag: float  # off-diagonal + label-row mass of the KQ blocks / diagonal mass, non-dummy heads pooled
+    ov_offlast: float  # mass of the OV rows off the label entry / label-entry mass, non-dummy heads pooled
     sign_matched: bool  # sign(omega_h) = sign(mu_h) for every non-dummy head
     zero_sum: float  # |sum_h mu_h| / sum_h |mu_h| (nan for H = 1)
     omega_spread: float  # (max - min) / mean of |omega_h| over non-dummy heads
@@ -106,10 +123,16 @@ def summarize_pattern(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = D
         mu=m.tolist(),
         groups=groups,
         eta=float((w * m).sum()),
-        kq_offdiag=float(kq_offdiag_ratio(KQ, d)[live].max()),
-        ov_offlast=float(ov_offlast_ratio(OV, d)[live].max()),
+        kq_offdiag=float(_pooled_ratio(*_kq_parts(KQ[live], d))),
+        ov_offlast=float(_pooled_ratio(*_ov_parts(OV[live], d))),
         sign_matched=bool((torch.sign(w[live]) == torch.sign(m[live])).all()),
         zero_sum=float(m.sum().abs() / m.abs().sum()) if H > 1 else float("nan"),
         omega_spread=float((aw.max() - aw.min()) / aw.mean()),
         kind=kind,
     )
+
+
+def pattern_history(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY_TOL) -> list[PatternSummary]:
+    """:func:`summarize_pattern` at every logged step of a run's history ``KQ (T, H, D, D)``,
+    ``OV (T, H, N, D)`` (chapters 2 and 3: when does a pattern appear)."""
+    return [summarize_pattern(KQ[t], OV[t], d, tol) for t in range(KQ.shape[0])]

@@ -39,6 +39,7 @@ __all__ = [
     "bayes_risk_proportional",
     "mc_risk",
     "bayes_risk_mc",
+    "model_risk",
 ]
 
 
@@ -147,3 +148,23 @@ def mc_risk(
 def bayes_risk_mc(data: DataConfig, n: int = 100_000, seed: int = 0, L: int | None = None) -> tuple[float, float]:
     """Monte Carlo risk of the Bayes posterior mean (ridge with ``sigma^2 d``), isotropic single task."""
     return mc_risk(lambda b: ridge_predict(b, data.sigma2 * data.d), data, n=n, seed=seed, L=L)
+
+
+@torch.no_grad()
+def model_risk(
+    model, data: DataConfig, n: int = 20_000, seed: int = 0, L: int | None = None, chunk: int = 2_000
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ICL risk of every model of an :class:`~icl_lib.models.AttentionEnsemble` on one shared set of
+    ``n`` fresh sequences (paired comparison): ``(mean (R,), std error (R,))`` over sequences and
+    tasks.  ``L`` evaluates at another context length (length generalisation, chapter 5)."""
+    n = check_int("n", n, 2)
+    gen = torch.Generator().manual_seed(seed)
+    dtype = model.Q.dtype
+    errs = []
+    done = 0
+    while done < n:
+        b = sample_batch(data, min(chunk, n - done), gen, L=L, dtype=dtype).to(model.Q.device)
+        errs.append(((model(b) - b.yq) ** 2).mean(-1).cpu())  # (R, b)
+        done += errs[-1].shape[1]
+    e = torch.cat(errs, dim=1)
+    return e.mean(1), e.std(1) / math.sqrt(e.shape[1])
