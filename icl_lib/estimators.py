@@ -121,6 +121,7 @@ def bayes_risk_proportional(xi: float, sigma2: float) -> float:
 
 
 # ------------------------------------------------------------------------------- Monte Carlo
+@torch.no_grad()
 def mc_risk(
     predict: Callable[[Batch], torch.Tensor],
     data: DataConfig,
