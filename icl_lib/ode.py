@@ -33,7 +33,7 @@ from .config import _fail, check_choice, check_float, check_int
 from .plotting import HEAD_COLORS
 
 __all__ = ["FlowConfig", "FlowResult", "initial_theta", "flow_rhs", "gradient_flow", "growth_rate_fit",
-           "valley_omega", "valley_residuals", "phase_figure", "compare_figure", "METHODS"]
+           "valley_omega", "valley_residuals", "phase_summary", "phase_figure", "compare_figure", "METHODS"]
 
 METHODS = ("Radau", "BDF", "LSODA")  # stiff-capable methods of solve_ivp
 
@@ -253,16 +253,83 @@ def valley_residuals(w, cfg: ApproxLossConfig) -> dict[str, np.ndarray]:
     return {"mu_lag": -ss * k * w4 / 3.0, "s_gap": ss**2 * k * w4 / 2.0, "loss_gap": ss**2 * k * w4 / 6.0}
 
 
+def phase_summary(res: FlowResult, n_grid: int = 400) -> dict[str, float]:
+    """The measurements chapter 4 checks, for one solved flow (paper 1, Appendix D).
+
+    Keys (``s = 2 mu_1 omega_1``, "steps" are the solver's own steps, ``t_I``/``t_II`` the phase
+    boundaries of :func:`gradient_flow`):
+
+    * ``asymmetry``: ``max_t max(|mu_1 + mu_2| / max|mu_1|, |omega_1 + omega_2| / max|omega_1|)``;
+    * ``rate_mu``, ``rate_omega``, ``r2_mu``, ``r2_omega``: least-squares growth rates of
+      ``log mu_1``, ``log omega_1`` on ``n_grid`` points of ``[0, t_I]`` and the fits' ``R^2``;
+    * ``ratio_dev_phase1``: ``max |mu_1/omega_1 - 1|`` on that grid; ``ratio_at_peak``: ``mu_1/omega_1`` at ``t_II``;
+    * ``n_peaks``, ``n_troughs``: sign changes of ``d omega_1/dt`` (``+ -> -``, ``- -> +``) on ``[0, t_max]``;
+    * ``omega_falls_after_peak``, ``mu_rises_after_peak``, ``mu_rises_always``: 1.0 if
+      ``d omega_1/dt < 0`` (``d mu_1/dt > 0``) at every step after ``t_II`` (at every step ``t > 0``);
+    * ``loss_0``, ``loss_I``, ``loss_II``, ``loss_end``: (4.1) at ``0``, ``t_I``, ``t_II``, ``t_max``;
+    * ``s_end``, ``s_gap_rel = (s* - s) / s*``, ``loss_gap_rel = (loss - loss*) / loss*``,
+      ``mu_lag = (mu_1 - mu*_1) / mu*_1``, all at ``t_max``; ``omega_end``;
+    * ``gap_slope``: slope of ``log(s* - s)`` against ``log t`` over the steps in ``[t_max/10, t_max]``;
+    * ``pred_s_gap_rel``, ``pred_loss_gap_rel``, ``pred_mu_lag``: :func:`valley_residuals` at the
+      measured ``omega(t_max)``, on the same scales.
+
+    Chapter 4.
+    """
+    cfg = res.config.loss
+    th = res.theta
+    out: dict[str, float] = {}
+    out["asymmetry"] = float(max(np.abs(th[:, 0] + th[:, 1]).max() / np.abs(th[:, 0]).max(),
+                                 np.abs(th[:, 2] + th[:, 3]).max() / np.abs(th[:, 2]).max()))
+    tI, tII = res.t_phase1, res.t_peak
+    if np.isfinite(tI) and tI > 0:
+        tg = np.linspace(0.0, tI, n_grid)
+        g = res.sample(tg)
+        out["rate_mu"], out["r2_mu"] = growth_rate_fit(tg, g[:, 0])
+        out["rate_omega"], out["r2_omega"] = growth_rate_fit(tg, g[:, 2])
+        out["ratio_dev_phase1"] = float(np.abs(g[:, 0] / g[:, 2] - 1).max())
+    else:
+        out.update(rate_mu=np.nan, r2_mu=np.nan, rate_omega=np.nan, r2_omega=np.nan, ratio_dev_phase1=np.nan)
+    out["n_peaks"] = float((res.dw_zero_dir == -1).sum())
+    out["n_troughs"] = float((res.dw_zero_dir == 1).sum())
+    v = res.velocity()
+    after = res.t > tII if np.isfinite(tII) else np.zeros(len(res.t), bool)
+    out["omega_falls_after_peak"] = float(after.any() and (v[after, 2] < 0).all())
+    out["mu_rises_after_peak"] = float(after.any() and (v[after, 0] > 0).all())
+    out["mu_rises_always"] = float((v[res.t > 0, 0] > 0).all())
+    marks = res.sample([0.0, tI if np.isfinite(tI) else 0.0, tII if np.isfinite(tII) else 0.0])
+    out["loss_0"], out["loss_I"], out["loss_II"] = (float(x) for x in res.loss(marks))
+    out["ratio_at_peak"] = float(marks[2, 0] / marks[2, 2]) if np.isfinite(tII) else np.nan
+    end = th[-1:]
+    ss, ls = s_star(cfg), cfg.loss_star
+    out["loss_end"] = float(res.loss(end)[0])
+    out["s_end"] = float(res.product(end)[0])
+    out["omega_end"] = float(end[0, 2])
+    out["s_gap_rel"] = (ss - out["s_end"]) / ss
+    out["loss_gap_rel"] = (out["loss_end"] - ls) / ls
+    ms = float(res.mu_star(end)[0, 0])
+    out["mu_lag"] = (float(end[0, 0]) - ms) / ms
+    late = (res.t >= res.t[-1] / 10) & (res.t > 0)
+    gap = ss - res.product()[late]
+    ok = gap > 0
+    out["gap_slope"] = float(np.polyfit(np.log(res.t[late][ok]), np.log(gap[ok]), 1)[0]) if ok.sum() > 2 else np.nan
+    pred = valley_residuals(out["omega_end"], cfg)
+    out["pred_s_gap_rel"] = float(pred["s_gap"]) / ss
+    out["pred_loss_gap_rel"] = float(pred["loss_gap"]) / ls
+    out["pred_mu_lag"] = float(pred["mu_lag"])
+    return out
+
+
 _PHASE_COLORS = {"I": "#cfe2f3", "II": "#fde9c9", "III": "#d9ead3"}
 
 
-def _shade(ax, res: FlowResult, t_hi: float):
+def _shade(ax, res: FlowResult, t_hi: float, labels: bool = True):
     for name, (a, b) in res.phases().items():
         b = min(b, t_hi)
         if np.isfinite(a) and np.isfinite(b) and b > a:
             ax.axvspan(a, b, color=_PHASE_COLORS[name], alpha=0.7, lw=0, zorder=0)
-            ax.text((a + b) / 2, 1.0, f"Phase {name}", transform=ax.get_xaxis_transform(), ha="center",
-                    va="bottom", fontsize=7, color="0.3")
+            if labels:
+                    ax.text((a + b) / 2, 1.0, f"Phase {name}", transform=ax.get_xaxis_transform(), ha="center",
+                        va="bottom", fontsize=7, color="0.3")
 
 
 def phase_figure(res: FlowResult, early_factor: float = 2.5, n: int = 600, title: str | None = None):
@@ -287,7 +354,7 @@ def phase_figure(res: FlowResult, early_factor: float = 2.5, n: int = 600, title
         b.plot(t_early, th_early[:, k], ls=styles[k], color=colors[k], label=names[k], lw=1.5)
     a.set_xscale("symlog", linthresh=1e-1)
     a.set_title("(a) full trajectory")
-    b.set_title("(b) early stage, phases shaded", pad=12)
+    b.set_title("(b) early stage, phases shaded", pad=14)
     _shade(b, res, t_hi)
     for ax in (a, b):
         ax.set_xlabel("t")
@@ -306,8 +373,8 @@ def phase_figure(res: FlowResult, early_factor: float = 2.5, n: int = 600, title
     c2.grid(False)
     lines = c.get_lines()[:2] + c2.get_lines()[:1]
     c.legend(lines, [ln.get_label() for ln in lines], fontsize=8, loc="center left")
-    c.set_title("(c) loss and ratio")
-    _shade(c, res, res.config.t_max)
+    c.set_title("(c) loss and ratio (phases shaded)")
+    _shade(c, res, res.config.t_max, labels=False)
     ms = res.mu_star(th_full)
     e.plot(t_full, th_full[:, 0], color=HEAD_COLORS[0], lw=1.5, label=r"$\mu_1$")
     e.plot(t_full, ms[:, 0], color="0.2", ls=":", lw=1.5, label=r"$\mu_1^*(\omega)$ (D.17)")
@@ -320,6 +387,8 @@ def phase_figure(res: FlowResult, early_factor: float = 2.5, n: int = 600, title
     e.set_xlabel("t")
     e.legend(fontsize=8)
     e.set_title(r"(d) $\mu$ against $\mu^*(\omega)$")
+    for ax in (a, c, e):
+        ax.set_xlim(0, res.config.t_max)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
