@@ -125,12 +125,14 @@ class Chromium:
             self.send("Target.closeTarget", {"targetId": target})
         mine = [ev for ev in self._events if ev.get("sessionId") == session]
         self._events = [ev for ev in self._events if ev.get("sessionId") != session]
+        urls = {}
         for ev in mine:
             p = ev.get("params", {})
             if ev["method"] == "Network.requestWillBeSent":
                 visit.requests.append(p["request"]["url"])
+                urls[p["requestId"]] = p["request"]["url"]
             elif ev["method"] == "Network.loadingFailed" and not p.get("canceled"):
-                visit.failed.append(f"{p.get('type')}: {p.get('errorText')} ({p.get('requestId')})")
+                visit.failed.append(f"{urls.get(p.get('requestId'), '?')}: {p.get('errorText')}")
             elif ev["method"] == "Runtime.exceptionThrown":
                 d = p.get("exceptionDetails", {})
                 visit.exceptions.append(d.get("exception", {}).get("description") or d.get("text", "?"))
