@@ -20,8 +20,9 @@ Chapters are found as the notebooks of the table of contents, in its order.
 
 It also makes pages that paste values from other pages with ``{glue:text}`path.ipynb::key```
 re-render when that notebook is re-read (MyST-NB resolves such references when a page is written,
-and would otherwise keep old numbers on an unchanged page), and turns tqdm progress bars off in the
-executing kernels: a static page has no use for them, and their stderr would be a build warning.
+and would otherwise keep old numbers on an unchanged page), and turns icl_lib's training progress
+bars off in the executing kernels (``ICL_PROGRESS=0``): a static page has no use for them, and in a
+figure cell they would be a second output (a duplicate figure) or stderr (a build warning).
 """
 
 from __future__ import annotations
@@ -374,9 +375,9 @@ def _fill(app: Sphinx, doctree: nodes.document, fromdoc: str) -> None:
 
 
 def _quiet_progress_bars(app: Sphinx, config) -> None:
-    # The kernels that execute the chapters inherit this process's environment; tqdm (>= 4.66)
-    # reads its defaults from TQDM_* variables.
-    os.environ.setdefault("TQDM_DISABLE", "1")
+    # The kernels that execute the chapters inherit this process's environment.  A training
+    # progress bar in a figure cell would be a second output there (a widget, or stderr text).
+    os.environ.setdefault("ICL_PROGRESS", "0")
 
 
 def _html_assets(app: Sphinx) -> None:
