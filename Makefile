@@ -1,7 +1,8 @@
-# Two commands do all set-up on a fresh machine (Python 3.10+ is all they need):
+# Two commands do all set-up on a fresh machine (Python 3.10+ and Node.js/npm are all they need):
 #   make book   install, execute every chapter, build _build/html
 #   make test   install, unit tests, then every chapter under nbval
-# Everything installs into .venv (override with VENV=...).
+# Everything installs into .venv (override with VENV=...); MathJax into _build/mathjax.
+# After `make book`, `make browser-test` opens every page in headless Chromium (Debian: chromium).
 
 VENV     ?= .venv
 PYTHON   ?= python3
@@ -11,7 +12,16 @@ STAMP    := $(VENV)/.installed
 BOOKFLAGS ?=
 CHAPTERS := $(sort $(wildcard book/*.ipynb))
 
-.PHONY: install test unit nbval book bench clean clean-cache
+# MathJax 3, served by the book itself (no network when reading it): the npm package is installed
+# here, not committed, and the three parts a page needs are copied to the folder that Sphinx's
+# html_extra_path (_config.yml) copies into _build/html.
+MATHJAX_PKG   ?= mathjax@3.2.2
+MATHJAX_DIR   := _build/mathjax
+MATHJAX_OUT   := $(MATHJAX_DIR)/html/_static/mathjax
+MATHJAX_STAMP := $(MATHJAX_DIR)/.installed-$(MATHJAX_PKG)
+MATHJAX_SRC    = $(MATHJAX_DIR)/npm/node_modules/mathjax/es5
+
+.PHONY: install test unit nbval book mathjax browser-test bench clean clean-cache
 
 install: $(STAMP)
 
@@ -30,12 +40,33 @@ unit: install
 nbval: install
 	$(PY) -m pytest -q --nbval-lax --nbval-cell-timeout=3600 -p no:randomly $(CHAPTERS)
 
-book: install
+mathjax: $(MATHJAX_STAMP)
+
+$(MATHJAX_STAMP):
+	@command -v npm >/dev/null || { echo "make book needs npm (Node.js) to install MathJax"; exit 1; }
+	rm -rf $(MATHJAX_DIR)
+	npm install --prefix $(MATHJAX_DIR)/npm --no-save --no-package-lock --no-audit --no-fund --loglevel=error $(MATHJAX_PKG)
+	mkdir -p $(MATHJAX_OUT)/output/chtml/fonts $(MATHJAX_OUT)/input/tex
+	cp $(MATHJAX_SRC)/tex-mml-chtml.js $(MATHJAX_OUT)/
+	cp -R $(MATHJAX_SRC)/output/chtml/fonts/woff-v2 $(MATHJAX_OUT)/output/chtml/fonts/
+	cp -R $(MATHJAX_SRC)/input/tex/extensions $(MATHJAX_OUT)/input/tex/
+	@touch $@
+
+# A new MathJax rebuilds every page (each names its script with a checksum of the file).
+book: install mathjax
+	@if [ -f _build/html/.buildinfo ] && [ $(MATHJAX_STAMP) -nt _build/html/.buildinfo ]; then \
+	  echo "MathJax changed: rebuilding every page"; rm -rf _build/html _build/.doctrees; fi
 	@start=$$(date +%s); \
 	$(VENV)/bin/jupyter-book build . $(BOOKFLAGS) || exit $$?; \
 	end=$$(date +%s); \
 	$(PY) -m icl_lib.bookstats _build --since $$start; \
 	echo "book built in $$((end - start)) s: open _build/html/index.html"
+
+# Every page of _build/html in headless Chromium, offline: typeset maths, loaded figures, no traceback.
+# BOOK_SCREENSHOTS: a PNG of each page is saved there.
+BOOK_SCREENSHOTS ?= _build/screenshots
+browser-test: install
+	BOOK_SCREENSHOTS=$(BOOK_SCREENSHOTS) $(PY) -m pytest -q -p no:randomly tests_browser
 
 bench: install
 	$(PY) -m icl_lib.bench

@@ -8,6 +8,11 @@ A chapter records each claim with :meth:`Claims.check` as it measures it, then c
 for every claim, shows them as a table, and raises ``AssertionError`` if any failed, so CI (nbval)
 and the book build fail with it.  A check compares the measurement with a closed form, a baseline
 or a threshold stated in the chapter -- never with the code that produced it.
+
+In a notebook it also records the same claims as JSON (the chapter, its profile and device, the
+library versions, and every claim with the paper's statement and the cell that checked it) in a
+MyST-NB ``glue`` record named :data:`CLAIMS_GLUE_KEY`, of media type :data:`CLAIMS_MIME`.  Nothing
+shows it; the book's claims dashboard and execution-status page (``book/_ext/icl_book.py``) read it.
 """
 
 from __future__ import annotations
@@ -18,7 +23,14 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["Claims", "Claim", "format_value"]
+__all__ = ["Claims", "Claim", "format_value", "CLAIMS_MIME", "CLAIMS_GLUE_KEY"]
+
+# The machine-readable claims that Claims.report() records: a glue record (the format of
+# myst_nb.glue(..., display=False) and scrapbook), so that notebook front-ends and the book show
+# nothing of it and MyST-NB keeps it with the chapter's glue data.
+CLAIMS_MIME = "application/vnd.icl-lib.claims+json"
+CLAIMS_GLUE_KEY = "icl_claims"
+_GLUE_PREFIX = "application/papermill.record/"
 
 
 def format_value(value) -> str:
@@ -44,6 +56,7 @@ class Claim:
     expected: str  # the condition checked, in words or symbols
     statement: str  # the paper's claim being checked
     profile: str
+    cell: int | None = None  # IPython execution count of the cell that checked it (None outside IPython)
 
     def line(self) -> str:
         return f"CLAIM {self.cid} {'PASS' if self.passed else 'FAIL'} measured={self.measured} expected={self.expected}"
@@ -52,8 +65,11 @@ class Claim:
 class Claims:
     """Collects a chapter's claims and reports them (all chapters)."""
 
-    def __init__(self, chapter: str, profile: str):
-        self.chapter, self.profile = chapter, profile
+    def __init__(self, chapter: str, profile: str, device: str = "auto"):
+        from .config import DEVICES, check_choice
+
+        check_choice("device", device, DEVICES)
+        self.chapter, self.profile, self.device = chapter, profile, device
         self.items: list[Claim] = []
 
     def check(self, cid: str, passed: bool, measured, expected: str, statement: str = "") -> bool:
@@ -62,9 +78,29 @@ class Claims:
             raise ValueError(f"cid={cid!r} is invalid: accepted an id not used before in this chapter")
         if " " in cid:
             raise ValueError(f"cid={cid!r} is invalid: accepted an id without spaces")
-        claim = Claim(cid, bool(passed), format_value(measured), expected.replace(" ", ""), statement, self.profile)
+        claim = Claim(
+            cid, bool(passed), format_value(measured), expected.replace(" ", ""), statement, self.profile, _cell_number()
+        )
         self.items.append(claim)
         return claim.passed
+
+    def payload(self) -> dict:
+        """The claims and where they ran, as JSON-ready data (the :data:`CLAIMS_MIME` output)."""
+        import platform
+
+        import torch
+
+        from . import __version__
+
+        return {
+            "chapter": self.chapter,
+            "profile": self.profile,
+            "device": _device_name(self.device),
+            "icl_lib": __version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "claims": [asdict(c) for c in self.items],
+        }
 
     def table(self):
         import pandas as pd
@@ -88,17 +124,52 @@ class Claims:
             raise AssertionError(f"chapter {self.chapter} checked no claim")
         for c in self.items:
             print(c.line())
+        payload = self.payload()
         try:
+            from IPython import get_ipython
             from IPython.display import display
 
-            display(self.table())
+            import pandas as pd
+
+            with pd.option_context("display.max_colwidth", None):  # the statements in full
+                display(self.table())
+            if get_ipython() is not None:  # the same claims as JSON, for the book's dashboard
+                record = {"scrapbook": {"name": CLAIMS_GLUE_KEY, "mime_prefix": _GLUE_PREFIX}}
+                display({_GLUE_PREFIX + CLAIMS_MIME: payload}, metadata=record, raw=True)
         except ImportError:  # pragma: no cover - outside IPython the lines suffice
             pass
         out = os.environ.get("ICL_CLAIMS_DIR")
         if out:
             Path(out).mkdir(parents=True, exist_ok=True)
-            payload = {"chapter": self.chapter, "profile": self.profile, "claims": [asdict(c) for c in self.items]}
             Path(out, f"{self.chapter}.json").write_text(json.dumps(payload, indent=1))
         failed = [c.cid for c in self.items if not c.passed]
         if failed:
             raise AssertionError(f"{len(failed)} claim(s) failed in {self.chapter}: {', '.join(failed)}")
+
+
+def _cell_number() -> int | None:
+    """The execution count of the notebook cell running now (the book links each claim to it)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover
+        return None
+    shell = get_ipython()
+    history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None)
+    # the running cell's source is already the last input (index = its execution count) in every
+    # IPython version, while ``shell.execution_count`` is bumped before or after the run depending on it
+    return len(history) - 1 if history else None
+
+
+def _device_name(device: str) -> str:
+    """``cpu``, or ``cuda (<GPU name>)``, for the device that ``device`` resolves to."""
+    import torch
+
+    from .config import resolve_device
+
+    try:
+        dev = resolve_device(device)
+    except ValueError:  # e.g. device="cuda" where there is none: say what was asked for
+        return str(device)
+    if dev.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(dev)})"
+    return dev.type

@@ -137,7 +137,9 @@ class EnsembleTrainer:
         self.log_steps = tc.log_steps()
         self.checkpoint = Path(checkpoint) if checkpoint is not None else None
         self.checkpoint_every = checkpoint_every
-        self.progress = progress
+        # ICL_PROGRESS=0 turns the bar off: the book build sets it (book/_ext/icl_book.py), since a
+        # static page has no use for it and in a notebook it is one more output of a figure cell.
+        self.progress = progress and os.environ.get("ICL_PROGRESS", "1") != "0"
         P = self.sampler.numbers_per_sequence()
         self._buffer = torch.empty(len(specs), tc.batch, P, device=self.device, dtype=self.dtype)  # (R, B, P) reused
         self._loss_fn = self._make_loss_fn(compile)

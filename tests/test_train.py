@@ -101,3 +101,15 @@ def test_cache_key_changes_with_config():
     assert spec(0).key() != spec(0, 3).key()
     assert spec(0).key("cpu") != spec(0).key("cuda")
     assert spec(0).key() == spec(0).key()
+
+
+def test_progress_bar_follows_icl_progress(monkeypatch, capsys):
+    # the book build sets ICL_PROGRESS=0: no bar, so no second output in a chapter's figure cell
+    monkeypatch.setenv("ICL_PROGRESS", "0")
+    trainer = EnsembleTrainer([spec()], "cpu")
+    assert trainer.progress is False
+    trainer.run()
+    assert "train R=1" not in capsys.readouterr().err
+    monkeypatch.delenv("ICL_PROGRESS")
+    assert EnsembleTrainer([spec()], "cpu").progress is True
+    assert EnsembleTrainer([spec()], "cpu", progress=False).progress is False

@@ -1,0 +1,437 @@
+"""Sphinx extension of the book: the claims dashboard and the execution-status page.
+
+Every chapter ends with ``claims.report()`` (``icl_lib.claims``), which prints one line per checked
+claim of the papers,
+
+    CLAIM <id> PASS|FAIL measured=<value> expected=<condition>
+
+and records the same claims as JSON in a glue record (key :data:`CLAIMS_GLUE_KEY`, media type
+:data:`CLAIMS_MIME`: the paper's statement, the profile, the device, the library versions and the
+cell that checked each claim).  While the book builds, this extension reads the lines from each
+chapter's page as soon as the chapter has been read (executed, or served from the execution cache)
+and the JSON from the chapter's glue data, links every claim to the section of the chapter that
+checks it, and fills two placeholders once all documents are read:
+
+* ``{claims-dashboard}``  -- every claim of every chapter, with its verdict;
+* ``{execution-status}``  -- per chapter: when and how long it ran, profile, device, versions.
+
+So both pages always describe the build they are part of; no list of chapters is kept anywhere.
+Chapters are found as the notebooks of the table of contents, in its order.
+
+It also makes pages that paste values from other pages with ``{glue:text}`path.ipynb::key```
+re-render when that notebook is re-read (MyST-NB resolves such references when a page is written,
+and would otherwise keep old numbers on an unchanged page), and turns icl_lib's training progress
+bars off in the executing kernels (``ICL_PROGRESS=0``): a static page has no use for them, and in a
+figure cell they would be a second output (a duplicate figure) or stderr (a build warning).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
+
+logger = logging.getLogger(__name__)
+
+# Must equal icl_lib.claims.CLAIMS_MIME and CLAIMS_GLUE_KEY (tests/test_book_ext.py checks them).
+CLAIMS_MIME = "application/vnd.icl-lib.claims+json"
+CLAIMS_GLUE_KEY = "icl_claims"
+CLAIM_LINE = re.compile(r"^CLAIM (\S+) (PASS|FAIL) measured=(\S*) expected=(\S*)\s*$", re.M)
+
+
+# --------------------------------------------------------------------------------------------
+# Placeholders
+
+
+class claims_dashboard(nodes.General, nodes.Element):
+    """Replaced by the claims tables once every chapter has been read."""
+
+
+class execution_status(nodes.General, nodes.Element):
+    """Replaced by the execution-status table once every chapter has been read."""
+
+
+class _Placeholder(SphinxDirective):
+    node_class: type[nodes.Element]
+    has_content = False
+
+    def run(self):
+        _state(self.env)["pages"].add(self.env.docname)
+        return [self.node_class()]
+
+
+class ClaimsDashboard(_Placeholder):
+    node_class = claims_dashboard
+
+
+class ExecutionStatus(_Placeholder):
+    node_class = execution_status
+
+
+# --------------------------------------------------------------------------------------------
+# What the build environment keeps (pickled between builds, so cached chapters keep their data)
+
+
+def _state(env) -> dict[str, Any]:
+    if not hasattr(env, "icl_book"):
+        env.icl_book = {"chapters": {}, "pages": set(), "glue_deps": {}}
+    return env.icl_book
+
+
+def _purge(app: Sphinx, env, docname: str) -> None:
+    st = _state(env)
+    st["chapters"].pop(docname, None)
+    st["pages"].discard(docname)
+    st["glue_deps"].pop(docname, None)
+
+
+def _merge(app: Sphinx, env, docnames: set[str], other) -> None:
+    st, ot = _state(env), _state(other)
+    for doc in docnames:
+        for key in ("chapters", "glue_deps"):
+            if doc in ot[key]:
+                st[key][doc] = ot[key][doc]
+        if doc in ot["pages"]:
+            st["pages"].add(doc)
+
+
+def claim_lines(doctree: nodes.document) -> list[tuple[str, str, str, str]]:
+    """The ``CLAIM`` lines that the page shows in its cells' printed output, in order."""
+    lines = []
+    for out in doctree.findall(nodes.container):
+        if out.get("nb_element") != "cell_code_output":
+            continue
+        for block in out.findall(nodes.literal_block):
+            if "stream" in block.get("classes", []):
+                lines += CLAIM_LINE.findall(block.astext())
+    return lines
+
+
+def glued_claims(env, docname: str) -> dict:
+    """The claims JSON that the chapter glued in this build (empty if none)."""
+    try:
+        from myst_nb.sphinx_ import NbMetadataCollector
+    except ImportError:  # pragma: no cover
+        return {}
+    if CLAIMS_GLUE_KEY not in (NbMetadataCollector.get_doc_data(env).get(docname, {}).get("glue") or []):
+        return {}
+    path = Path(env.mystnb_config.output_folder, *docname.split("/"))
+    path = path.with_name(path.name + ".glue.json")
+    data = json.loads(path.read_text(encoding="utf8"))
+    return data[CLAIMS_GLUE_KEY]["data"].get(CLAIMS_MIME, {})
+
+
+def _cell_sections(doctree: nodes.document) -> dict[int, tuple[str, str]]:
+    """Execution count of each code cell -> (id, title) of the section that holds it."""
+    found = {}
+    for cell in doctree.findall(nodes.container):
+        if cell.get("nb_element") != "cell_code" or cell.get("exec_count") is None:
+            continue
+        sec = cell.parent
+        while sec is not None and not isinstance(sec, nodes.section):
+            sec = sec.parent
+        if sec is not None and sec["ids"]:
+            title = sec[0].astext() if len(sec) and isinstance(sec[0], nodes.title) else ""
+            found[int(cell["exec_count"])] = (sec["ids"][0], title)
+    return found
+
+
+def _collect(app: Sphinx, doctree: nodes.document) -> None:
+    """After a document is read: its glue dependencies and, for a notebook, its claims."""
+    env = app.env
+    docname = env.docname
+    st = _state(env)
+
+    try:
+        from myst_nb.ext.glue.utils import PendingGlueReference
+    except ImportError:  # pragma: no cover - MyST-NB is what builds the book
+        PendingGlueReference = None
+    if PendingGlueReference is not None:
+        deps = {n.refdoc for n in doctree.findall(PendingGlueReference)}
+        if deps:
+            st["glue_deps"][docname] = deps
+
+    if not str(env.doc2path(docname)).endswith(".ipynb"):
+        return
+    lines = claim_lines(doctree)
+    if not lines:
+        logger.warning(
+            "chapter printed no CLAIM line: its last cell must call claims.report()",
+            location=docname, type="icl", subtype="claims",
+        )
+    glued = glued_claims(env, docname)
+    if lines and not glued:
+        logger.warning(
+            "chapter printed CLAIM lines but glued no claims JSON: are its outputs from an older "
+            "icl_lib in the execution cache? (delete _build/.jupyter_cache to execute it again)",
+            location=docname, type="icl", subtype="claims",
+        )
+    meta = {k: v for k, v in glued.items() if k != "claims"}
+    detail = {c["cid"]: c for c in glued.get("claims", [])}
+    sections = _cell_sections(doctree)
+    title = env.titles[docname].astext() if docname in env.titles else docname
+    claims = []
+    for cid, verdict, measured, expected in lines:
+        d = detail.get(cid)
+        if d is None and glued:
+            logger.warning(
+                f"claim {cid!r} has a CLAIM line but no entry in the claims JSON output",
+                location=docname, type="icl", subtype="claims",
+            )
+        if d is None:
+            d = {}
+        elif (d["passed"], d["measured"], d["expected"]) != (verdict == "PASS", measured, expected):
+            logger.warning(
+                f"claim {cid!r}: the CLAIM line and the claims JSON output disagree",
+                location=docname, type="icl", subtype="claims",
+            )
+        anchor, section = sections.get(d.get("cell"), ("", ""))
+        claims.append(
+            {
+                "cid": cid,
+                "passed": verdict == "PASS",
+                "measured": measured,
+                "expected": expected,
+                "statement": d.get("statement", ""),
+                "profile": d.get("profile", meta.get("profile", "")),
+                "anchor": anchor,
+                "section": section,
+            }
+        )
+    st["chapters"][docname] = {"title": title, "meta": meta, "claims": claims}
+
+
+def _before_read(app: Sphinx, env, docnames: list[str]) -> None:
+    app.icl_book_reread = set(docnames)
+
+
+def _pages_to_rewrite(app: Sphinx, env) -> list[str]:
+    """The dashboard pages always (they summarise the whole build) and glue pastes of re-read notebooks."""
+    st = _state(env)
+    reread = getattr(app, "icl_book_reread", set())
+    pages = set(st["pages"])
+    pages |= {doc for doc, deps in st["glue_deps"].items() if deps & reread}
+    return sorted(pages & set(env.all_docs))
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _toc_order(env, root: str) -> list[str]:
+    order, seen = [], set()
+
+    def walk(doc: str) -> None:
+        if doc in seen:
+            return
+        seen.add(doc)
+        order.append(doc)
+        for child in env.toctree_includes.get(doc, []):
+            walk(child)
+
+    walk(root)
+    return order
+
+
+def _chapters(app: Sphinx) -> list[tuple[str, dict]]:
+    """Every notebook chapter of the book, in the order of the table of contents."""
+    env = app.env
+    order = _toc_order(env, app.config.root_doc)
+    notebooks = [d for d in env.found_docs if str(env.doc2path(d)).endswith(".ipynb")]
+    docs = [d for d in order if d in notebooks] + sorted(d for d in notebooks if d not in order)
+    st = _state(env)
+    return [(d, st["chapters"].get(d, {"title": d, "meta": {}, "claims": []})) for d in docs]
+
+
+def _table(headers: list[str], rows: list[list[nodes.Node | str]], classes: list[str]) -> nodes.table:
+    table = nodes.table(classes=["colwidths-auto", *classes])
+    group = nodes.tgroup(cols=len(headers))
+    table += group
+    for _ in headers:
+        group += nodes.colspec(colwidth=1)
+    head = nodes.thead()
+    group += head
+    row = nodes.row()
+    for h in headers:
+        row += nodes.entry("", nodes.paragraph(text=h))
+    head += row
+    body = nodes.tbody()
+    group += body
+    for cells in rows:
+        row = nodes.row()
+        for cell in cells:
+            entry = nodes.entry()
+            for part in cell if isinstance(cell, list) else [cell]:
+                para = nodes.paragraph()
+                para += nodes.Text(part) if isinstance(part, str) else part
+                entry += para
+            row += entry
+        body += row
+    return table
+
+
+def _link(app: Sphinx, fromdoc: str, todoc: str, text: str, anchor: str = "", literal=False) -> nodes.Node:
+    uri = app.builder.get_relative_uri(fromdoc, todoc) + (f"#{anchor}" if anchor else "")
+    ref = nodes.reference("", "", internal=True, refuri=uri)
+    ref += nodes.literal(text=text) if literal else nodes.Text(text)
+    return ref
+
+
+def _verdict(passed: bool) -> nodes.Node:
+    return nodes.inline(text="PASS" if passed else "FAIL", classes=["icl-verdict", "icl-pass" if passed else "icl-fail"])
+
+
+def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
+    chapters = _chapters(app)
+    all_claims = [c for _, ch in chapters for c in ch["claims"]]
+    passed = sum(c["passed"] for c in all_claims)
+    summary = nodes.paragraph(classes=["icl-summary"])
+    summary += nodes.Text(
+        f"This build checked {len(all_claims)} claim{'s' * (len(all_claims) != 1)} in {len(chapters)} "
+        f"chapter{'s' * (len(chapters) != 1)}: "
+        f"{passed} pass, {len(all_claims) - passed} fail."
+    )
+    out: list[nodes.Node] = [summary]
+    for doc, ch in chapters:
+        claims = ch["claims"]
+        rubric = nodes.rubric(classes=["icl-chapter"])
+        rubric += _link(app, fromdoc, doc, ch["title"])
+        out.append(rubric)
+        profiles = sorted({c["profile"] for c in claims if c["profile"]}) or [ch["meta"].get("profile", "?")]
+        out.append(
+            nodes.paragraph(
+                text=f"{sum(c['passed'] for c in claims)} of {len(claims)} claims pass "
+                f"(profile {', '.join(profiles)}, device {ch['meta'].get('device', '?')})."
+            )
+        )
+        if not claims:
+            out.append(nodes.paragraph(text="This chapter reported no claims in this build."))
+            continue
+        rows = [
+            [
+                [
+                    _link(app, fromdoc, doc, c["cid"], c["anchor"], literal=True),
+                    nodes.inline(text=c["section"] or ch["title"], classes=["icl-section"]),
+                ],
+                c["statement"],
+                nodes.literal(text=c["measured"]),
+                nodes.literal(text=c["expected"]),
+                _verdict(c["passed"]),
+                c["profile"],
+            ]
+            for c in claims
+        ]
+        headers = ["Claim (section)", "Paper's statement", "Measured", "Condition checked", "Verdict", "Profile"]
+        out.append(_table(headers, rows, ["icl-claims"]))
+    return out
+
+
+def _when(ts) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if ts else "-"
+
+
+def _status(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
+    try:
+        from myst_nb.sphinx_ import NbMetadataCollector
+
+        exec_data = {d: v.get("exec_data") or {} for d, v in NbMetadataCollector.get_doc_data(app.env).items()}
+    except ImportError:  # pragma: no cover
+        exec_data = {}
+    rows = []
+    for doc, ch in _chapters(app):
+        ex, meta, claims = exec_data.get(doc, {}), ch["meta"], ch["claims"]
+        runtime = ex.get("runtime")
+        ok = ex.get("succeeded")
+        rows.append(
+            [
+                _link(app, fromdoc, doc, ch["title"]),
+                _when(ex.get("mtime")),
+                "-" if runtime is None else f"{runtime:.1f}",
+                "succeeded" if ok else (f"failed ({ex.get('error') or '?'})" if ok is False else "-"),
+                meta.get("profile", "-"),
+                meta.get("device", "-"),
+                meta.get("icl_lib", "-"),
+                meta.get("torch", "-"),
+                f"{sum(c['passed'] for c in claims)}/{len(claims)}",
+            ]
+        )
+    headers = ["Chapter", "Executed", "Run time (s)", "Status", "Profile", "Device", "icl_lib", "torch", "Claims passed"]
+    return [_table(headers, rows, ["icl-status"])]
+
+
+def _fill(app: Sphinx, doctree: nodes.document, fromdoc: str) -> None:
+    for node in list(doctree.findall(claims_dashboard)):
+        node.replace_self(_dashboard(app, fromdoc))
+    for node in list(doctree.findall(execution_status)):
+        node.replace_self(_status(app, fromdoc))
+
+
+def _quiet_progress_bars(app: Sphinx, config) -> None:
+    # The kernels that execute the chapters inherit this process's environment.  A training
+    # progress bar in a figure cell would be a second output there (a widget, or stderr text).
+    os.environ.setdefault("ICL_PROGRESS", "0")
+
+
+def _html_assets(app: Sphinx) -> None:
+    """Add this extension's CSS; check that the local MathJax (``make mathjax``) is in place."""
+    if app.builder.format != "html":
+        return
+    app.config.html_static_path.append(str(Path(__file__).with_name("static")))
+    path = app.config.mathjax_path
+    if "://" in path or path.startswith("/"):
+        return
+    extra = [Path(app.confdir, d) for d in app.config.html_extra_path]
+    if not any(d.joinpath("_static", path).is_file() for d in extra):
+        from sphinx.errors import ExtensionError
+
+        raise ExtensionError(
+            f"MathJax is served from the book itself (mathjax_path={path!r}), but no folder of "
+            f"html_extra_path={app.config.html_extra_path!r} holds _static/{path}: run `make mathjax` "
+            "(it installs the npm package mathjax@3 and copies it there), or use `make book`."
+        )
+
+
+def _dedupe_scripts(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Drop repeated identical script tags from a page.
+
+    sphinx-thebe registers its inline ``const THEBE_JS_URL = ...`` script in a way that reaches
+    the page twice (once named ``None``, once ``''``), and the second declaration is a JavaScript
+    SyntaxError on every page.  Scripts with the same source, body and attributes run once.
+    """
+    scripts = context.get("script_files")
+    if not isinstance(scripts, list):
+        return
+    seen, kept = set(), []
+    for js in scripts:
+        attrs = getattr(js, "attributes", {})
+        key = (os.fspath(getattr(js, "filename", js) or ""), tuple(sorted((k, str(v)) for k, v in attrs.items())))
+        if key not in seen:
+            seen.add(key)
+            kept.append(js)
+    scripts[:] = kept
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_node(claims_dashboard)
+    app.add_node(execution_status)
+    app.add_directive("claims-dashboard", ClaimsDashboard)
+    app.add_directive("execution-status", ExecutionStatus)
+    app.connect("config-inited", _quiet_progress_bars)
+    app.connect("builder-inited", _html_assets)
+    app.connect("env-before-read-docs", _before_read)
+    app.connect("env-purge-doc", _purge)
+    app.connect("env-merge-info", _merge)
+    app.connect("doctree-read", _collect)
+    app.connect("env-updated", _pages_to_rewrite)
+    app.connect("doctree-resolved", _fill)
+    app.connect("html-page-context", _dedupe_scripts, priority=900)
+    app.add_css_file("icl_book.css")
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 1}
