@@ -72,8 +72,10 @@ class Claims:
         self.chapter, self.profile, self.device = chapter, profile, device
         self.items: list[Claim] = []
 
-    def check(self, cid: str, passed: bool, measured, expected: str, statement: str = "") -> bool:
-        """Record claim ``cid``: ``passed`` is the outcome of the chapter's comparison."""
+    def check(self, cid: str, passed: bool, measured, expected: str, statement: str = "") -> None:
+        """Record claim ``cid``: ``passed`` is the outcome of the chapter's comparison.
+
+        Returns nothing, so a check as the last line of a cell adds no output to the chapter."""
         if any(c.cid == cid for c in self.items):
             raise ValueError(f"cid={cid!r} is invalid: accepted an id not used before in this chapter")
         if " " in cid:
@@ -82,7 +84,6 @@ class Claims:
             cid, bool(passed), format_value(measured), expected.replace(" ", ""), statement, self.profile, _cell_number()
         )
         self.items.append(claim)
-        return claim.passed
 
     def payload(self) -> dict:
         """The claims and where they ran, as JSON-ready data (the :data:`CLAIMS_MIME` output)."""

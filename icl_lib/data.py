@@ -119,6 +119,10 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
+def _fill_normal(view: torch.Tensor, gen: torch.Generator) -> None:
+    view.normal_(generator=gen)
+
+
 def _run_jobs(fn, jobs: list) -> None:
     """Run ``fn(*job)`` for every job; CPU work is spread over a small thread pool (torch releases
     the GIL), each job touching only its own slice and generator, so the result is deterministic."""
@@ -202,26 +206,20 @@ class TaskSampler:
         for r, gens in enumerate(generators):
             S = len(gens)
             bounds = [batch * s // S for s in range(S + 1)]
-            jobs += [(r, out[r, bounds[s] : bounds[s + 1]], g) for s, g in enumerate(gens) if bounds[s + 1] > bounds[s]]
-
-        def draw(r: int, view: torch.Tensor, gen: torch.Generator) -> None:
-            view.normal_(generator=gen)
-            tokens = view[:, : D * T].unflatten(-1, (D, T))  # (b, D, L+1)
-            xT, yT = tokens[:, :d], tokens[:, d:]  # (b, d, L+1) covariates, (b, N, L+1) noise for now
-            if self.chol is not None:
-                xT.copy_(self.chol[r] @ xT)  # x = C z ~ N(0, C C^T)
-            beta = view[:, D * T :].unflatten(-1, (N, d))  # (b, N, d)
-            beta.mul_(self.beta_scale[r])
-            yT.mul_(self.noise_std[r])
-            yT.baddbmm_(beta, xT)  # y_n = beta_n^T x + eps_n
-
-        if self.device.type == "cpu":
-            _run_jobs(draw, jobs)
-        else:
-            for job in jobs:
-                draw(*job)
+            jobs += [(out[r, bounds[s] : bounds[s + 1]], g) for s, g in enumerate(gens) if bounds[s + 1] > bounds[s]]
+        # Only the normal_ calls run on the thread pool: each is one long call that releases the
+        # GIL.  The transforms below are a few ops over the whole ensemble in this thread (small
+        # ops spread over threads would queue on the GIL instead of running in parallel).
+        _run_jobs(_fill_normal, jobs) if self.device.type == "cpu" else [_fill_normal(*j) for j in jobs]
         tokens = out[..., : D * T].unflatten(-1, (D, T))  # (R, B, D, L+1)
+        xT, yT = tokens[:, :, :d], tokens[:, :, d:]  # (R, B, d, L+1) covariates, (R, B, N, L+1) noise for now
+        if self.chol is not None:
+            xT.copy_(self.chol[:, None] @ xT)  # x = C z ~ N(0, C C^T)
         beta = out[..., D * T :].unflatten(-1, (N, d))  # (R, B, N, d)
+        beta.mul_(self.beta_scale[:, None])
+        yT.mul_(self.noise_std[:, None, None, None])
+        for k in range(d):  # y_n = beta_n^T x + eps_n, one covariate row at a time
+            yT.addcmul_(xT[:, :, k : k + 1, :], beta[:, :, :, k : k + 1])
         return Batch(tokens, beta)
 
 
