@@ -36,6 +36,10 @@ __all__ = [
     "wls",
     "loglog_fit",
     "geometric_rate",
+    "growth_rate",
+    "slope_over_repetitions",
+    "drift_z",
+    "saddle_curvature",
     "manifold_point",
     "manifold_distance",
     "LossMC",
@@ -132,6 +136,74 @@ def geometric_rate(excess, lo: float = 1e-24, hi_rel: float = 1e-3, min_points: 
     coef, cov, r2 = wls(X, np.log(e[t0 : t1 + 1]))
     mu = math.exp(coef[1])
     return RateFit(mu, mu * math.sqrt(cov[1, 1]), r2, t0, t1)
+
+
+def growth_rate(values, lo: float, hi: float) -> RateFit:
+    """Fit ``values_t ~ C g^t`` on the first run of iterations with ``lo <= values_t <= hi``.
+
+    Used for the growth of ``||theta_t||`` away from the saddle ``theta = 0`` (chapter 8).
+    """
+    v = torch.as_tensor(values, dtype=torch.float64).cpu().numpy()
+    inside = (v >= lo) & (v <= hi)
+    idx = np.nonzero(inside)[0]
+    if len(idx) < 3:
+        return RateFit(float("nan"), float("nan"), float("nan"), 0, 0)
+    t0 = int(idx[0])
+    t1 = t0
+    while t1 + 1 < len(v) and inside[t1 + 1]:
+        t1 += 1
+    t = np.arange(t0, t1 + 1, dtype=float)
+    coef, cov, r2 = wls(np.stack([np.ones_like(t), t], 1), np.log(v[t0 : t1 + 1]))
+    g = math.exp(coef[1])
+    return RateFit(g, g * math.sqrt(cov[1, 1]), r2, t0, t1)
+
+
+def slope_over_repetitions(x, Y) -> Fit:
+    """Log-log slope fitted per repetition (columns of ``Y (N, R)``), then averaged.
+
+    ``slope`` and ``intercept`` are the means over repetitions, ``slope_se`` the standard error
+    of the mean slope (spread across repetitions), ``r2`` the smallest per-repetition R^2.  With one
+    repetition it is :func:`loglog_fit`.
+    """
+    Y = torch.as_tensor(Y, dtype=torch.float64).cpu().numpy()
+    if Y.ndim == 1:
+        Y = Y[:, None]
+    fits = [loglog_fit(x, Y[:, r]) for r in range(Y.shape[1])]
+    if len(fits) == 1:
+        return fits[0]
+    s = np.array([f.slope for f in fits])
+    b = np.array([f.intercept for f in fits])
+    return Fit(float(s.mean()), float(b.mean()), float(s.std(ddof=1) / math.sqrt(len(s))),
+               float(b.std(ddof=1) / math.sqrt(len(b))), float(min(f.r2 for f in fits)), len(x))
+
+
+def drift_z(series, blocks: int = 10) -> float:
+    """Is a noisy series stationary?  ``z`` of the difference between the means of its second and
+    first halves, with the standard error from ``blocks`` block means (chapter 8: has the excess
+    loss reached a floor, or is it still moving?)."""
+    v = torch.as_tensor(series, dtype=torch.float64).cpu().numpy()
+    check_int("blocks", blocks, 4)
+    if blocks % 2:
+        raise ValueError(f"blocks={blocks} is invalid: accepted an even integer >= 4")
+    m = len(v) // blocks
+    if m < 1:
+        raise ValueError(f"series length={len(v)} is invalid: accepted at least blocks={blocks} values")
+    b = v[len(v) - m * blocks :].reshape(blocks, m).mean(1)
+    first, second = b[: blocks // 2], b[blocks // 2 :]
+    se = math.sqrt(first.var(ddof=1) / len(first) + second.var(ddof=1) / len(second))
+    return float((second.mean() - first.mean()) / se) if se > 0 else 0.0
+
+
+def saddle_curvature(problem: Problem) -> torch.Tensor:
+    """``sigma_1(M Sigma) lambda_1(Sigma)``, minus the smallest eigenvalue of the Hessian of ``L`` at
+    ``theta = 0`` (the strict saddle of paper 2's population loss): ``(R,)``.
+
+    Near 0, ``grad_A L = -M Sigma B Sigma`` and ``grad_B L = -Sigma M^T A Sigma``, an operator with
+    eigenvalues ``+- sigma_i(M Sigma) lambda_j(Sigma)``; plain GD with step ``eta`` multiplies the
+    top component by ``1 + eta sigma_1(M Sigma) lambda_1(Sigma)`` per step (chapter 8, Figure 4).
+    """
+    s = torch.linalg.matrix_norm(problem.M @ problem.Sigma, 2)
+    return s * torch.linalg.eigvalsh(problem.Sigma)[:, -1]
 
 
 def _svd_target(problem: Problem):

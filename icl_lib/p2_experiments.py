@@ -70,7 +70,7 @@ class Ch8Settings:
     mc_tokens: int  # K * n per sequence length in that Monte Carlo
     n_dist: tuple  # sample sizes for the spectral start's distance
     R_dist: int  # problems per sample size
-    n_floor: tuple  # sequence lengths for the error floor
+    floor_multiples: tuple  # sequence lengths for the error floor, in units of d (see n_floor)
     R_floor: int  # problems per sequence length
     steps_floor: int  # iterations per floor run (the last half is averaged)
 
@@ -83,12 +83,20 @@ class Ch8Settings:
         object.__setattr__(self, "init_scales", _floats("init_scales", self.init_scales, 0.0, 1.0, True))
         object.__setattr__(self, "n_gap", _ints("n_gap", self.n_gap, 1))
         object.__setattr__(self, "n_dist", _ints("n_dist", self.n_dist, 2))
-        object.__setattr__(self, "n_floor", _ints("n_floor", self.n_floor, 2))
-        for name in ("n_gap", "n_dist", "n_floor"):
+        object.__setattr__(self, "floor_multiples", _ints("floor_multiples", self.floor_multiples, 2))
+        for name in ("n_gap", "n_dist", "floor_multiples"):
             if len(getattr(self, name)) < 3:
                 raise ValueError(f"{name}={list(getattr(self, name))!r} is invalid: accepted at least 3 values (a slope is fitted)")
         if len(self.kappas) < 3:
             raise ValueError(f"kappas={list(self.kappas)!r} is invalid: accepted at least 3 values (a slope is fitted)")
+
+    def n_floor(self, d: int) -> tuple:
+        """Sequence lengths of the error-floor experiment: ``floor_multiples`` times ``d``.
+
+        The smallest is 16 d: with fewer samples the empirical preconditioner ``P_hat`` is too far
+        from ``P`` (paper 2, Lemma 4 needs it close) and Algorithm 1 can diverge.
+        """
+        return tuple(m * d for m in self.floor_multiples)
         if len(self.init_scales) < 3:
             raise ValueError(f"init_scales={list(self.init_scales)!r} is invalid: accepted at least 3 values")
 
@@ -97,13 +105,14 @@ _SETTINGS = {
     "quick": Ch8Settings(
         n=128, K=16, steps=300, steps_pop=400, kappas=(1, 4, 16, 64), R_kappa=4, steps_kappa=3000,
         init_scales=(1e-1, 1e-2, 1e-3, 1e-4, 1e-6), n_gap=(8, 16, 32, 64, 128, 256, 512), mc_tokens=2**18,
-        n_dist=(16, 64, 256, 1024, 4096), R_dist=8, n_floor=(32, 64, 128, 256), R_floor=4, steps_floor=60,
+        n_dist=(16, 64, 256, 1024, 4096), R_dist=8, floor_multiples=(16, 24, 32, 48, 64), R_floor=4,
+        steps_floor=60,
     ),
     "paper": Ch8Settings(
         n=512, K=32, steps=400, steps_pop=600, kappas=(1, 4, 16, 64, 256), R_kappa=8, steps_kappa=20000,
         init_scales=(1e-1, 1e-2, 1e-3, 1e-4, 1e-6, 1e-8), n_gap=(8, 16, 32, 64, 128, 256, 512, 1024, 2048),
-        mc_tokens=2**20, n_dist=(16, 64, 256, 1024, 4096, 16384), R_dist=32, n_floor=(32, 64, 128, 256, 512, 1024),
-        R_floor=8, steps_floor=80,
+        mc_tokens=2**20, n_dist=(16, 64, 256, 1024, 4096, 16384), R_dist=32,
+        floor_multiples=(16, 24, 32, 48, 64, 96, 128, 192, 256), R_floor=8, steps_floor=80,
     ),
 }
 
@@ -189,25 +198,31 @@ def escape_time(excess: torch.Tensor, level: float) -> torch.Tensor:
     return t
 
 
-def escape_vs_init_scale(problem: Problem, scales, run_cfg: RunConfig, method: str = "gd", seed: int = 0) -> dict:
+def escape_vs_init_scale(problem: Problem, scales, run_cfg: RunConfig, method: str = "gd", seed: int = 0,
+                         level: float = 0.9) -> dict:
     """Plain GD from small random starts of several norms (chapter 8, Figure 4).
 
-    Returns ``{"scale": (S,), "excess": (S, T+1, R), "t_escape": (S, R), "eta": (R,), "L0": (R,)}``
-    where the escape time is the first iteration with excess below half of ``L(0) - L*``.
+    Returns ``{"scale": (S,), "excess": (S, T+1, R), "theta_norm": (S, T+1, R), "t_escape": (S, R),
+    "eta": (R,), "L0": (R,), "start_norm": (R,)}``; the escape time is the first iteration with excess
+    below ``level`` times ``L(0) - L*`` (leaving the plateau of the saddle ``theta = 0``), and
+    ``start_norm`` the norm of the spectral start the scales refer to.
     """
+    check_float("level", level, 0.0, 1.0, True, True)
     from .p2_loss import excess_loss
 
     zeroA = torch.zeros_like(problem.M)
     zeroB = torch.zeros(problem.R, problem.d, problem.d, dtype=problem.M.dtype, device=problem.M.device)
     L0 = excess_loss(zeroA, zeroB, problem.M, problem.Sigma)
-    curves, t_esc = [], []
+    curves, norms, t_esc = [], [], []
     with single_thread(problem.M.device):
         for s in scales:
             h = run(problem, method, dataclasses.replace(run_cfg, init_scale=s), seed)
             curves.append(h.excess)
-            t_esc.append(escape_time(h.excess, 0.5 * L0))
+            norms.append(h.theta_norm)
+            t_esc.append(escape_time(h.excess, level * L0))
     return {"scale": torch.tensor(scales, dtype=torch.float64), "excess": torch.stack(curves),
-            "t_escape": torch.stack(t_esc), "eta": h.eta, "L0": L0}
+            "theta_norm": torch.stack(norms), "t_escape": torch.stack(t_esc), "eta": h.eta, "L0": L0,
+            "start_norm": (h.start.A0.pow(2).sum((1, 2)) + h.start.B0.pow(2).sum((1, 2))).sqrt()}
 
 
 def spectral_distance_vs_n(problem: Problem, ns, seed: int = 0, geometry: str = "P") -> dict:

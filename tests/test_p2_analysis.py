@@ -116,7 +116,7 @@ def test_escape_time():
     [
         ({"kappas": [1, 4]}, "kappas"),
         ({"kappas": [1, 0.5, 4]}, "kappas[1]"),
-        ({"n_floor": [32, 64]}, "n_floor"),
+        ({"floor_multiples": [16, 32]}, "floor_multiples"),
         ({"n_dist": [1, 64, 256]}, "n_dist[0]"),
         ({"init_scales": [1e-1, 2.0, 1e-3]}, "init_scales[1]"),
         ({"K": 0}, "K"),
