@@ -40,6 +40,7 @@ __all__ = [
     "slope_over_repetitions",
     "drift_z",
     "saddle_curvature",
+    "balance",
     "manifold_point",
     "manifold_distance",
     "LossMC",
@@ -204,6 +205,18 @@ def saddle_curvature(problem: Problem) -> torch.Tensor:
     """
     s = torch.linalg.matrix_norm(problem.M @ problem.Sigma, 2)
     return s * torch.linalg.eigvalsh(problem.Sigma)[:, -1]
+
+
+def balance(problem: Problem, A: torch.Tensor, B: torch.Tensor):
+    """Balance of the whitened factors ``A~ = A Sigma^{1/2}``, ``B~ = Sigma^{1/2} B Sigma^{1/2}``.
+
+    Returns ``(||A~^T A~ - B~^T B~||_F, ||A~||_F, ||B~||_F)``, each ``(R,)``; the first is
+    ``sqrt(8 R(theta))``, zero on the manifold of minima of ``Q`` (paper 2, Section 4; chapter 8).
+    """
+    Sh = problem.Sigma_half
+    At, Bt = A @ Sh, Sh @ B @ Sh
+    imb = (_t(At) @ At - _t(Bt) @ Bt).pow(2).sum((-1, -2)).sqrt()
+    return imb, At.pow(2).sum((-1, -2)).sqrt(), Bt.pow(2).sum((-1, -2)).sqrt()
 
 
 def _svd_target(problem: Problem):

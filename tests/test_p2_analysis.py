@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy import stats
 
-from icl_lib.p2_analysis import geometric_rate, loglog_fit, manifold_distance, manifold_point, wls
+from icl_lib.p2_analysis import balance, drift_z, geometric_rate, growth_rate, saddle_curvature, slope_over_repetitions, loglog_fit, manifold_distance, manifold_point, wls
 from icl_lib.p2_data import P2Config, haar_orthogonal, make_problem
 from icl_lib.p2_experiments import ch8_settings, escape_time
 from icl_lib.p2_loss import P_matrix, excess_loss, population_grad, regulariser, stack_theta
@@ -71,6 +71,15 @@ def test_distance_to_the_manifold(problem, gen, geometry):
         assert d1[r] <= brute + 1e-10
 
 
+def test_balance_is_the_regulariser(problem, gen):
+    A = torch.randn(problem.R, problem.p, problem.d, generator=gen, dtype=DT)
+    B = torch.randn(problem.R, problem.d, problem.d, generator=gen, dtype=DT)
+    imb, _, nB = balance(problem, A, B)
+    torch.testing.assert_close(imb**2 / 8, regulariser(A, B, problem.Sigma))
+    torch.testing.assert_close(nB, (problem.Sigma_half @ B @ problem.Sigma_half).norm(dim=(1, 2)))
+    assert balance(problem, *manifold_point(problem))[0].max() < 1e-12
+
+
 def test_loglog_fit_against_scipy_linregress(gen):
     x = np.geomspace(10, 1000, 9)
     rng = np.random.default_rng(0)
@@ -103,6 +112,40 @@ def test_geometric_rate_of_an_exact_geometric_curve():
     assert abs(fit.mu - 0.8) < 1e-8 and fit.r2 > 1 - 1e-12 and fit.t0 > 0
     slow = geometric_rate(1e-3 * 0.999**t)
     assert abs(slow.mu - 0.999) < 1e-10
+
+
+def test_growth_rate_and_slopes_over_repetitions():
+    t = torch.arange(100, dtype=DT)
+    v = 1e-8 * 1.3**t
+    g = growth_rate(v, 1e-6, 1e-2)
+    assert abs(g.mu - 1.3) < 1e-10 and g.t0 == int(np.ceil(np.log(100) / np.log(1.3)))
+    x = np.array([10.0, 20, 40, 80])
+    Y = np.stack([2 * x**-0.5, 3 * x**-0.7], 1)
+    f = slope_over_repetitions(x, Y)
+    assert abs(f.slope + 0.6) < 1e-12 and abs(f.slope_se - 0.1) < 1e-12
+
+
+def test_drift_statistic_separates_a_trend_from_noise():
+    rng = np.random.default_rng(2)
+    z_flat = [drift_z(rng.standard_normal(200)) for _ in range(200)]
+    assert 0.8 < np.std(z_flat) < 1.4 and abs(np.mean(z_flat)) < 0.25
+    assert drift_z(np.linspace(0, 1, 200) + 0.1 * rng.standard_normal(200)) > 3  # the chapter's threshold
+    with pytest.raises(ValueError, match="^blocks="):
+        drift_z(np.zeros(50), blocks=5)
+
+
+def test_saddle_curvature_is_minus_the_smallest_hessian_eigenvalue_at_zero(problem):
+    from icl_lib.p2_loss import population_Q
+
+    p, d = problem.p, problem.d
+    for r in range(problem.R):
+        pr = problem.member(r)
+
+        def f(v):
+            return population_Q(v[: p * d].reshape(1, p, d), v[p * d :].reshape(1, d, d), pr.M, pr.Sigma, 0.0, False).sum()
+
+        H = torch.autograd.functional.hessian(f, torch.zeros(p * d + d * d, dtype=DT))
+        torch.testing.assert_close(-torch.linalg.eigvalsh(H)[0], saddle_curvature(pr)[0])
 
 
 def test_escape_time():
