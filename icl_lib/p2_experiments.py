@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from .config import check_choice, check_float, check_int
-from .p2_algorithms import METHODS, P2Run, RunConfig, p2_generator, run, spectral_init
+from .p2_algorithms import P2Run, RunConfig, p2_generator, run, spectral_init
 from .p2_analysis import geometric_rate, manifold_distance, mc_loss
 from .p2_data import P2Config, Problem, make_problem, sample
 
@@ -86,7 +86,8 @@ class Ch8Settings:
         object.__setattr__(self, "floor_multiples", _ints("floor_multiples", self.floor_multiples, 2))
         for name in ("n_gap", "n_dist", "floor_multiples"):
             if len(getattr(self, name)) < 3:
-                raise ValueError(f"{name}={list(getattr(self, name))!r} is invalid: accepted at least 3 values (a slope is fitted)")
+                values = list(getattr(self, name))
+                raise ValueError(f"{name}={values!r} is invalid: accepted at least 3 values (a slope is fitted)")
         if len(self.kappas) < 3:
             raise ValueError(f"kappas={list(self.kappas)!r} is invalid: accepted at least 3 values (a slope is fitted)")
 

@@ -8,7 +8,18 @@ import pytest
 import torch
 from scipy import stats
 
-from icl_lib.p2_analysis import balance, drift_z, geometric_rate, growth_rate, saddle_curvature, slope_over_repetitions, loglog_fit, manifold_distance, manifold_point, wls
+from icl_lib.p2_analysis import (
+    balance,
+    drift_z,
+    geometric_rate,
+    growth_rate,
+    loglog_fit,
+    manifold_distance,
+    manifold_point,
+    saddle_curvature,
+    slope_over_repetitions,
+    wls,
+)
 from icl_lib.p2_data import P2Config, haar_orthogonal, make_problem
 from icl_lib.p2_experiments import ch8_settings, escape_time
 from icl_lib.p2_loss import P_matrix, excess_loss, population_grad, regulariser, stack_theta

@@ -12,7 +12,6 @@ from icl_lib.p2_loss import (
     Q_P_geometry,
     attention_mean,
     empirical_grad,
-    empirical_loss,
     empirical_loss_grad,
     empirical_regulariser,
     excess_loss,
