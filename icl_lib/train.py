@@ -108,16 +108,7 @@ class EnsembleTrainer:
         tc = specs[0].train
         self.tc = tc
         self.dtype = resolve_dtype(tc.dtype)
-        data0, m0 = specs[0].data, specs[0].model
-        self.model = AttentionEnsemble(
-            [s.model.heads for s in specs],
-            data0.d,
-            n_tasks=data0.n_tasks,
-            attention=m0.attention,
-            norm_length=m0.norm_length or (data0.L if m0.attention == "linear" else None),
-            device=self.device,
-            dtype=self.dtype,
-        )
+        self.model = _empty_model(specs, self.device, self.dtype)
         init_gens = [make_generators(s.seed, "init", "cpu", streams=1)[0] for s in specs]
         self.model.reset_parameters(init_gens, [s.model.init_scale for s in specs])
         self.sampler = TaskSampler([s.data for s in specs], device=self.device, dtype=self.dtype)
@@ -361,25 +352,38 @@ class Run:
         return stack_models([self], device=device, dtype=dtype)
 
 
-def stack_models(runs: Sequence[Run], device="cpu", dtype=torch.float64) -> AttentionEnsemble:
-    """Trained runs (same ``d``, tasks and attention kind) as one :class:`AttentionEnsemble` for
-    batched evaluation (chapter 5's length generalisation, for instance)."""
-    runs = list(runs)
-    s0 = runs[0].spec
-    for k, r in enumerate(runs):
-        if (r.spec.data.d, r.spec.data.n_tasks, r.spec.model.attention) != (s0.data.d, s0.data.n_tasks, s0.model.attention):
-            raise ValueError(f"runs[{k}] has another d, number of tasks or attention kind than runs[0]")
-    m0 = s0.model
-    norm = m0.norm_length or (s0.data.L if m0.attention == "linear" else None)
-    model = AttentionEnsemble(
-        [r.spec.model.heads for r in runs],
+def _norm_length(spec: RunSpec) -> int | None:
+    """Linear attention's fixed normaliser: the configured one, else the training length L."""
+    m = spec.model
+    return m.norm_length or (spec.data.L if m.attention == "linear" else None)
+
+
+def _empty_model(specs: Sequence[RunSpec], device, dtype) -> AttentionEnsemble:
+    """A zero :class:`AttentionEnsemble` with one model per spec (same d, tasks, attention kind)."""
+    s0 = specs[0]
+    shape0 = (s0.data.d, s0.data.n_tasks, s0.model.attention, _norm_length(s0))
+    for k, s in enumerate(specs):
+        if (s.data.d, s.data.n_tasks, s.model.attention, _norm_length(s)) != shape0:
+            raise ValueError(
+                f"specs[{k}] has another d, number of tasks, attention kind or linear normaliser than specs[0]: "
+                "accepted models of one architecture"
+            )
+    return AttentionEnsemble(
+        [s.model.heads for s in specs],
         s0.data.d,
         n_tasks=s0.data.n_tasks,
-        attention=m0.attention,
-        norm_length=norm,
+        attention=s0.model.attention,
+        norm_length=_norm_length(s0),
         device=device,
         dtype=dtype,
     )
+
+
+def stack_models(runs: Sequence[Run], device="cpu", dtype=torch.float64) -> AttentionEnsemble:
+    """Trained runs (one architecture: same ``d``, tasks and attention kind) as one
+    :class:`AttentionEnsemble` for batched evaluation (chapter 5's length generalisation, for instance)."""
+    runs = list(runs)
+    model = _empty_model([r.spec for r in runs], device, dtype)
     with torch.no_grad():
         for i, r in enumerate(runs):
             H = r.spec.model.heads
@@ -449,8 +453,4 @@ def train(
                     store.save(k, run)
                     found[k] = run
                 ckpt.unlink(missing_ok=True)
-    out = []
-    for key in keys:
-        run = found[key]
-        out.append(run)
-    return out
+    return [found[key] for key in keys]
