@@ -36,6 +36,7 @@ from .circuits import DUMMY_TOL, dummy_heads, mu_of, omega_of, pattern_history
 from .config import DataConfig, check_float, check_int
 from .estimators import model_risk
 from .models import AttentionEnsemble
+from .plotting import circuit_heatmaps
 
 __all__ = [
     "StageRules",
@@ -429,35 +430,6 @@ def approx_hessian(mu, omega, cfg: ApproxLossConfig) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------- figures
-def _circuit_panel(fig, KQ, OV, d: int, title: str, head_labels: Sequence[str] | None) -> None:
-    """Heatmaps of ``KQ (H, D, D)`` (top) and ``OV (H, 1, D)`` (bottom) in ``fig`` (a subfigure), in
-    the style of :func:`icl_lib.plotting.circuit_heatmaps` (same colour map, centred at 0, one scale
-    for the model's KQ blocks and one for its OV rows), drawn with ``imshow``: seaborn's heatmap
-    redraws the whole figure for every panel, which makes a many-panel figure quadratic in time."""
-    from .plotting import CMAP
-
-    KQ = KQ.detach().double().cpu().numpy()
-    OV = OV.detach().double().cpu().numpy()
-    H, D, _ = KQ.shape
-    names = [f"x{i + 1}" for i in range(d)] + ["y"]
-    kq_max, ov_max = float(np.abs(KQ).max()) or 1.0, float(np.abs(OV).max()) or 1.0
-    axes = fig.subplots(2, H, squeeze=False, gridspec_kw={"height_ratios": [D, 1.6]})
-    for h in range(H):
-        im_kq = axes[0, h].imshow(KQ[h], cmap=CMAP, vmin=-kq_max, vmax=kq_max)
-        im_ov = axes[1, h].imshow(OV[h], cmap=CMAP, vmin=-ov_max, vmax=ov_max, aspect="auto")
-        axes[0, h].set_title(f"KQ, {head_labels[h] if head_labels is not None else f'head {h + 1}'}", fontsize=8)
-        for ax in axes[:, h]:
-            ax.set_xticks(range(D), names, fontsize=6)
-            ax.grid(False)
-        axes[0, h].set_yticks(range(D), names if h == 0 else [""] * D, fontsize=6)
-        axes[1, h].set_yticks([0], ["OV"] if h == 0 else [""], fontsize=6)
-    cb = fig.colorbar(im_kq, ax=list(axes[0]), shrink=0.8, pad=0.02)
-    cb.ax.tick_params(labelsize=6)
-    cb = fig.colorbar(im_ov, ax=list(axes[1]), shrink=0.9, pad=0.02, ticks=[-ov_max, 0.0, ov_max], format="%.2g")
-    cb.ax.tick_params(labelsize=6)
-    fig.suptitle(title, fontsize=10)
-
-
 def snapshot_heatmaps(items: Sequence[tuple[str, object, Sequence[str] | None]], at_steps: Sequence[int]):
     """Heatmaps of ``KQ_h`` and ``OV_h`` at the logged steps nearest ``at_steps`` (paper 1, Figures 4
     and 13): one row per snapshot, one column per ``(title, run, head labels)``.  Each panel has
@@ -469,8 +441,8 @@ def snapshot_heatmaps(items: Sequence[tuple[str, object, Sequence[str] | None]],
         steps = run.history["step"].numpy()
         for r, s in enumerate(at_steps):
             k = int(np.argmin(np.abs(steps - s)))
-            _circuit_panel(grid[r, c], run.history["KQ"][k], run.history["OV"][k], run.d,
-                           f"{title}, step {int(steps[k])}", labels)
+            circuit_heatmaps(run.history["KQ"][k], run.history["OV"][k], run.d,
+                             title=f"{title}, step {int(steps[k])}", head_labels=labels, fig=grid[r, c])
     return fig
 
 

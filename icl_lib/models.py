@@ -161,8 +161,12 @@ class AttentionEnsemble(nn.Module):
         """
         KQ, OV = self.circuits()
         Zt, xq = batch.context, batch.xq  # (R|., B, D, L) context tokens as columns, (R|., B, d)
-        if Zt.dim() == 3:  # shared data: broadcast over the ensemble
-            Zt, xq = Zt.expand(self.R, *Zt.shape), xq.expand(self.R, *xq.shape)
+        if Zt.dim() == 3:  # shared data: batch over sequences, models x heads as rows, no copy of Zt
+            R, H, B = self.R, KQ.shape[1], Zt.shape[0]
+            u = torch.einsum("rhed,bd->brhe", KQ[..., : self.d], xq).reshape(B, R * H, -1)  # (B, R H, D)
+            a = self.attention_weights(u @ Zt)  # (B, R H, L)
+            pooled = (a @ Zt.transpose(-1, -2)).view(B, R, H, -1)  # (B, R, H, D)
+            return torch.einsum("brhe,rhne->rbn", pooled, OV)  # (R, B, N)
         u = torch.einsum("rhed,rbd->rbhe", KQ[..., : self.d], xq)  # (R, B, H, D) = KQ_h z_q, z_q = (x_q, 0)
         s = u @ Zt  # (R, B, H, L) scores z_i^T KQ_h z_q
         a = self.attention_weights(s)  # (R, B, H, L)

@@ -44,33 +44,40 @@ def circuit_heatmaps(
     """Heatmaps of ``KQ (H, D, D)`` (top row) and ``OV (H, N, D)`` (bottom row), one column per head.
 
     Colour scales are centred at 0 and shared across the model's heads (one for KQ, one for OV).
-    Axis ticks name the coordinates: ``x1..xd`` then ``y`` (or ``y1..yN``).
+    Axis ticks name the coordinates: ``x1..xd`` then ``y`` (or ``y1..yN``).  ``fig`` may be a
+    figure or a sub-figure (several models in one figure).  Drawn with ``imshow``: seaborn's
+    heatmap redraws the whole figure for every panel, which made many-panel figures slow.
     """
     KQ, OV = _np(KQ), _np(OV)
     H, D, _ = KQ.shape
     N = OV.shape[1]
     names = [f"x{i + 1}" for i in range(d)] + (["y"] if N == 1 else [f"y{n + 1}" for n in range(N)])
-    kq_max = np.abs(KQ).max() or 1.0
-    ov_max = np.abs(OV).max() or 1.0
+    kq_max = float(np.abs(KQ).max()) or 1.0
+    ov_max = float(np.abs(OV).max()) or 1.0
     if fig is None:
-        fig = plt.figure(figsize=(2.3 * H + 0.8, 2.3 + 0.35 * N + 0.6))
-    gs = fig.add_gridspec(2, H + 1, height_ratios=[D, max(N, 1) * 1.0], width_ratios=[1] * H + [0.06], hspace=0.35)
+        fig = plt.figure(figsize=(2.2 * H + 1.0, 2.4 + 0.3 * N + 0.6), layout="constrained")
+    axes = fig.subplots(2, H, squeeze=False, gridspec_kw={"height_ratios": [D, max(1.6, 0.9 * N)]})
     for h in range(H):
-        ax = fig.add_subplot(gs[0, h])
-        sns.heatmap(KQ[h], ax=ax, cmap=CMAP, vmin=-kq_max, vmax=kq_max, center=0, square=True, cbar=h == H - 1,
-                    cbar_ax=fig.add_subplot(gs[0, H]) if h == H - 1 else None, xticklabels=names, yticklabels=names,
-                    annot=annotate, fmt=".2f", annot_kws={"size": 6})
+        im_kq = axes[0, h].imshow(KQ[h], cmap=CMAP, vmin=-kq_max, vmax=kq_max)
+        im_ov = axes[1, h].imshow(OV[h], cmap=CMAP, vmin=-ov_max, vmax=ov_max, aspect="auto")
         label = head_labels[h] if head_labels is not None else f"head {h + 1}"
-        ax.set_title(f"KQ, {label}")
-        ax.tick_params(labelsize=7)
-        ax2 = fig.add_subplot(gs[1, h])
-        sns.heatmap(OV[h], ax=ax2, cmap=CMAP, vmin=-ov_max, vmax=ov_max, center=0, cbar=h == H - 1,
-                    cbar_ax=fig.add_subplot(gs[1, H]) if h == H - 1 else None, xticklabels=names,
-                    yticklabels=["OV"] if N == 1 else [f"OV{n + 1}" for n in range(N)], annot=annotate, fmt=".2f",
-                    annot_kws={"size": 6})
-        ax2.tick_params(labelsize=7)
+        axes[0, h].set_title(f"KQ, {label}", fontsize=8)
+        for ax in axes[:, h]:
+            ax.set_xticks(range(D), names, fontsize=6)
+            ax.grid(False)
+        axes[0, h].set_yticks(range(D), names if h == 0 else [""] * D, fontsize=6)
+        ov_names = ["OV"] if N == 1 else [f"OV{n + 1}" for n in range(N)]
+        axes[1, h].set_yticks(range(N), ov_names if h == 0 else [""] * N, fontsize=6)
+        if annotate:
+            for ax, M in ((axes[0, h], KQ[h]), (axes[1, h], OV[h])):
+                for (i, j), v in np.ndenumerate(M):
+                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=5)
+    cb = fig.colorbar(im_kq, ax=list(axes[0]), shrink=0.8, pad=0.02)
+    cb.ax.tick_params(labelsize=6)
+    cb = fig.colorbar(im_ov, ax=list(axes[1]), shrink=0.9, pad=0.02, ticks=[-ov_max, 0.0, ov_max], format="%.2g")
+    cb.ax.tick_params(labelsize=6)
     if title:
-        fig.suptitle(title, y=1.0)
+        fig.suptitle(title, fontsize=10)
     return fig
 
 

@@ -119,8 +119,10 @@ class EnsembleTrainer:
             self.opt = torch.optim.Adam(params, lr=tc.lr, **opt_kw)
         else:
             self.opt = torch.optim.SGD(params, lr=tc.lr)
-        val = [validation_batch(s, self.device, self.dtype) for s in specs]
-        self.val = _stack_batches(val)  # (R, V, ...)
+        if all((s.data, s.train.val_size) == (specs[0].data, tc.val_size) for s in specs):
+            self.val = validation_batch(specs[0], self.device, self.dtype)  # (V, ...) shared by all models
+        else:
+            self.val = _stack_batches([validation_batch(s, self.device, self.dtype) for s in specs])  # (R, V, ...)
         self.step = 0
         self.elapsed = 0.0
         self.first_bad = torch.full((len(specs),), -1, dtype=torch.long, device=self.device)
