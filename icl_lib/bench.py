@@ -88,7 +88,8 @@ def _rate(fn, seconds: float, sync) -> float:
                 return n / (time.perf_counter() - t0)
 
 
-def measure(device="auto", ensembles=(1, 8, 32), seconds: float = 4.0, repeats: int = 3, heads: int = 4):
+def measure(device="auto", ensembles=(1, 8, 32), seconds: float = 4.0, repeats: int = 3, heads: int = 4,
+            compile: bool | str = "auto"):
     """Return a list of result rows (dicts) for the reference and each ensemble size."""
     from .train import EnsembleTrainer
 
@@ -102,7 +103,7 @@ def measure(device="auto", ensembles=(1, 8, 32), seconds: float = 4.0, repeats: 
     trainers = {}
     for R in ensembles:
         specs = [RunSpec(DataConfig(d=d, L=L, sigma2=s2), ModelConfig(heads=heads), tc, seed=r) for r in range(R)]
-        trainers[R] = EnsembleTrainer(specs, dev, progress=False)
+        trainers[R] = EnsembleTrainer(specs, dev, progress=False, compile=compile)
 
     chunk = 25  # engine steps per timed call: run() checks for divergence (a device sync) once per call
 
@@ -146,12 +147,15 @@ def main(argv=None) -> int:
     ap.add_argument("--ensembles", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--seconds", type=float, default=4.0, help="length of each timed window")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
+                    help="torch.compile the loss (auto: on CUDA only)")
     args = ap.parse_args(argv)
+    compile_flag = {"auto": "auto", "on": True, "off": False}[args.compile]
     dev = resolve_device(args.device)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else (platform.processor() or platform.machine())
     print(f"device={dev.type} ({name}), torch {torch.__version__}, threads={torch.get_num_threads()}, "
           f"H=4 d=5 L=40 batch=256, Adam")
-    rows = measure(dev.type, args.ensembles, args.seconds, args.repeats)
+    rows = measure(dev.type, args.ensembles, args.seconds, args.repeats, compile=compile_flag)
     print(f"{'implementation':34s} {'R':>4s} {'model-steps/s':>14s} {'vs reference':>13s} {'sampling share':>15s}")
     for row in rows:
         share = f"{row['sampling_share']:.0%}" if "sampling_share" in row else "-"
