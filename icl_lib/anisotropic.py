@@ -4,7 +4,7 @@
 Data: ``x_i, x_q ~ N(0, Sigma)``, ``beta ~ N(0, I_d / d)``, ``y = beta^T x + eps``,
 ``eps ~ N(0, sigma2)``.  A one-step pre-conditioned GD predictor (``eta`` absorbed into ``Gamma``)
 
-    y_hat = g^T Gamma x_q,     g = (1/L) sum_i y_i (x_i - xbar)   (debiased, paper 1 eq. B.5)
+    y_hat = g^T Gamma x_q,     g = (1/L) sum_i y_i (x_i - xbar)   (debiased, paper 1 B.3)
                                g = (1/L) sum_i y_i x_i            (vanilla)
 
 has the ICL risk, quadratic in ``Gamma``,
@@ -29,7 +29,7 @@ All closed forms are checked by Monte Carlo and by direct minimisation in ``test
 
 The learned pre-conditioner: linearising the softmax of a two-head model with
 ``KQ_h[:d, :d] = omega_h Gamma`` and ``OV_h = (0, .., 0, mu_h)`` gives ``y_hat ~ g^T (sum_h mu_h
-KQ_h[:d, :d]) x_q`` (paper 1, eq. B.5), so ``sum_h mu_h KQ_h[:d, :d]`` is the model's effective
+KQ_h[:d, :d]) x_q`` (paper 1, B.3), so ``sum_h mu_h KQ_h[:d, :d]`` is the model's effective
 ``Gamma`` (learning rate included); shapes are compared after dividing by ``tr / d``.
 """
 
@@ -40,7 +40,7 @@ import numpy as np
 import seaborn as sns
 import torch
 
-from .circuits import mu_of
+from .circuits import mu_of, omega_of
 from .config import check_float, check_int
 from .data import Batch
 
@@ -57,6 +57,7 @@ __all__ = [
     "rel_dist",
     "band_mean",
     "min_eig_sym",
+    "head_split",
     "matrix_heatmaps",
 ]
 
@@ -94,7 +95,7 @@ def pgd_moments(Sigma, L: int, sigma2: float, debiased: bool = True) -> tuple[to
 
 def pgd_risk(Gamma, Sigma, L: int, sigma2: float, debiased: bool = True) -> float:
     """Exact ICL risk ``E (g^T Gamma x_q - y_q)^2`` of one-step pre-conditioned (debiased) GD
-    (paper 1, eq. B.5 and Lemma G.4; chapter 6).  ``Gamma`` may be any ``(d, d)`` matrix."""
+    (paper 1, B.3 and Lemma G.4; chapter 6).  ``Gamma`` may be any ``(d, d)`` matrix."""
     A, B, c0 = pgd_moments(Sigma, L, sigma2, debiased)
     S = _sigma(Sigma)
     G = torch.as_tensor(Gamma, dtype=torch.float64)
@@ -149,7 +150,7 @@ def kq_blocks(KQ: torch.Tensor, d: int) -> torch.Tensor:
 
 def effective_preconditioner(KQ: torch.Tensor, OV: torch.Tensor, d: int) -> torch.Tensor:
     """``sum_h mu_h KQ_h[:d, :d]``: the pre-conditioner (step included) of the linearised model
-    (paper 1, eq. B.5; chapter 6); ``(..., d, d)`` from ``KQ (..., H, D, D)``, ``OV (..., H, N, D)``."""
+    (paper 1, B.3; chapter 6); ``(..., d, d)`` from ``KQ (..., H, D, D)``, ``OV (..., H, N, D)``."""
     mu = mu_of(OV, d).double()  # (..., H)
     return (mu[..., None, None] * kq_blocks(KQ, d)).sum(-3)
 
@@ -177,6 +178,22 @@ def min_eig_sym(M: torch.Tensor) -> torch.Tensor:
     """Smallest eigenvalue of the symmetric part ``(M + M^T) / 2`` (positive: ``M`` is positive definite)."""
     M = torch.as_tensor(M, dtype=torch.float64)
     return torch.linalg.eigvalsh((M + M.transpose(-1, -2)) / 2)[..., 0]
+
+
+def head_split(KQ: torch.Tensor, d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """How far two heads are from the mirror pair ``KQ_1 = omega Gamma``, ``KQ_2 = -omega Gamma``
+    (paper 1, B.3; chapter 6), for ``KQ (..., 2, D, D)`` (e.g. a run's history ``(T, 2, D, D)``):
+
+    * scale spread ``(max - min) / mean`` of ``|omega_h|`` (mean diagonal of ``KQ_h[:d, :d]``),
+    * shape distance: relative Frobenius distance between the two blocks divided by ``tr / d``.
+
+    Both ``(...)``; both 0 for an exact mirror pair."""
+    if KQ.shape[-3] != 2:
+        raise ValueError(f"KQ has {KQ.shape[-3]} heads: accepted exactly 2")
+    w = omega_of(KQ.double(), d).abs()  # (..., 2)
+    spread = (w.amax(-1) - w.amin(-1)) / w.mean(-1)
+    shapes = trace_normalise(kq_blocks(KQ, d))  # (..., 2, d, d)
+    return spread, rel_dist(shapes[..., 0, :, :], shapes[..., 1, :, :])
 
 
 # ------------------------------------------------------------------------------- figure helper

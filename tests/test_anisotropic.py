@@ -31,15 +31,17 @@ def test_isotropic_reduces_to_optimal_eta(debiased):
     assert torch.allclose(G, eta * torch.eye(D, dtype=torch.float64), atol=1e-12)
     risk = est.debiased_gd_risk if debiased else est.vanilla_gd_risk
     for e in (0.3, eta, 1.2):
-        assert an.pgd_risk(e * torch.eye(D, dtype=torch.float64), torch.eye(D), LL, S2, debiased) == pytest.approx(risk(e, D, LL, S2), abs=1e-12)
+        exact = an.pgd_risk(e * torch.eye(D, dtype=torch.float64), torch.eye(D), LL, S2, debiased)
+        assert exact == pytest.approx(risk(e, D, LL, S2), abs=1e-12)
     assert an.optimal_eta(torch.eye(D), LL, S2, debiased) == pytest.approx(eta, abs=1e-12)
 
 
 @pytest.mark.parametrize("debiased", [True, False])
 def test_risk_formula_matches_monte_carlo(debiased):
     """The closed-form risk at Gamma*, at random (non-symmetric) perturbations of it agrees with the
-    Monte Carlo risk of the estimators' predictors within 4 standard errors."""
-    L = 20
+    Monte Carlo risk of the estimators' predictors within 4 standard errors (a short context,
+    L = 8, where the fourth-moment terms of the risk weigh most)."""
+    L = 8
     data = icl.DataConfig(d=D, L=L, sigma2=S2, rho=0.6)
     Sigma = data.covariance_matrix()
     G0 = an.optimal_preconditioner(Sigma, L, S2, debiased)
@@ -50,6 +52,23 @@ def test_risk_formula_matches_monte_carlo(debiased):
         mc, se = est.mc_risk(lambda b: predict(b, 1.0, G), data, n=30_000, seed=10 + k)
         exact = an.pgd_risk(G, Sigma, L, S2, debiased)
         assert abs(mc - exact) < 4 * se, (k, mc, se, exact)
+
+
+@pytest.mark.parametrize("debiased", [True, False])
+def test_moments_match_monte_carlo(debiased):
+    """A = E[g g^T] and B = E[g beta^T] (the Isserlis / Wishart step of the derivation) against
+    their Monte Carlo means over sampled prompts, entry by entry within 5 standard errors."""
+    L, n = 8, 60_000
+    data = icl.DataConfig(d=D, L=L, sigma2=S2, rho=0.7)
+    b = icl.sample_batch(data, n, generator=21)
+    x, y, beta = b.x, b.y[..., 0], b.beta[:, 0]  # (n, L, d), (n, L), (n, d)
+    xc = x - x.mean(-2, keepdim=True) if debiased else x
+    g = (y[..., None] * xc).mean(-2)  # (n, d)
+    A, B, c0 = an.pgd_moments(data.covariance_matrix(), L, S2, debiased)
+    for sample, exact in ((g[:, :, None] * g[:, None, :], A), (g[:, :, None] * beta[:, None, :], B)):
+        mean, se = sample.mean(0), sample.std(0) / n**0.5
+        assert ((mean - exact).abs() < 5 * se).all(), (mean - exact) / se
+    assert float((b.yq[:, 0] ** 2).mean()) == pytest.approx(c0, rel=0.02)
 
 
 @pytest.mark.parametrize("debiased", [True, False])
@@ -114,8 +133,10 @@ def test_ridge_is_posterior_mean_for_anisotropic_covariates():
     post = an.posterior_mean_predict(b, torch.eye(D) / D, S2)
     assert torch.allclose(est.ridge_predict(b, S2 * D), post, atol=1e-9)
     # a non-isotropic prior gives another predictor: the check can fail
-    assert not torch.allclose(est.ridge_predict(b, S2 * D), an.posterior_mean_predict(b, data.covariance_matrix() / D, S2), atol=1e-3)
-    risks = {lam: est.mc_risk(lambda bb: est.ridge_predict(bb, lam), data, n=20_000, seed=7)[0] for lam in (S2 * D / 3, S2 * D, S2 * D * 3)}
+    other_prior = an.posterior_mean_predict(b, data.covariance_matrix() / D, S2)
+    assert not torch.allclose(est.ridge_predict(b, S2 * D), other_prior, atol=1e-3)
+    risks = {lam: est.mc_risk(lambda bb: est.ridge_predict(bb, lam), data, n=20_000, seed=7)[0]
+             for lam in (S2 * D / 3, S2 * D, S2 * D * 3)}
     assert risks[S2 * D] < min(risks[S2 * D / 3], risks[S2 * D * 3])
 
 
@@ -139,9 +160,28 @@ def test_effective_preconditioner_and_normalisations():
     assert float(an.min_eig_sym(M)) == pytest.approx(np.linalg.eigvalsh((A + A.T) / 2).min())
 
 
+def test_head_split_against_direct_computation():
+    gen = torch.Generator().manual_seed(4)
+    d = 3
+    KQ = torch.randn(7, 2, d + 1, d + 1, generator=gen, dtype=torch.float64)  # a "history" of 7 steps
+    spread, shape = an.head_split(KQ, d)
+    for t in range(7):
+        w = [abs(float(np.trace(KQ[t, h, :d, :d].numpy()))) / d for h in range(2)]
+        assert float(spread[t]) == pytest.approx((max(w) - min(w)) / np.mean(w))
+        a, b = (KQ[t, h, :d, :d].numpy() / (np.trace(KQ[t, h, :d, :d].numpy()) / d) for h in range(2))
+        assert float(shape[t]) == pytest.approx(np.linalg.norm(a - b) / np.linalg.norm(b))
+    # a mirror pair +-omega Gamma is at 0 on both
+    G = an.optimal_preconditioner(kms(0.5, d), 20, 0.1)
+    mirror = torch.zeros(2, d + 1, d + 1, dtype=torch.float64)
+    mirror[0, :d, :d], mirror[1, :d, :d] = 0.2 * G, -0.2 * G
+    assert [float(v) for v in an.head_split(mirror, d)] == pytest.approx([0.0, 0.0], abs=1e-12)
+    with pytest.raises(ValueError, match="exactly 2"):
+        an.head_split(KQ[:, :1], d)
+
+
 def test_linearised_two_head_model_is_preconditioned_debiased_gd():
     """A two-head softmax model with KQ_h = +-omega Gamma (small omega) and OV_h = (0.., +-mu) predicts
-    like debiased GD pre-conditioned by sum_h mu_h KQ_h = 2 mu omega Gamma (paper 1, eq. B.5);
+    like debiased GD pre-conditioned by sum_h mu_h KQ_h = 2 mu omega Gamma (paper 1, B.3);
     the error shrinks like omega."""
     data = icl.DataConfig(d=D, L=LL, sigma2=S2, rho=0.5)
     b = icl.sample_batch(data, 2000, generator=11)
