@@ -321,6 +321,7 @@ def plot_against_L(
     """Losses against the context length: ``curves`` with error bars (models), ``references`` as
     grey dashed or dotted lines (estimators), a vertical line at the training length.  Chapter 5."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
     from .plotting import HEAD_COLORS
 
@@ -337,11 +338,17 @@ def plot_against_L(
         ax.plot(x, np.asarray(y, dtype=float), color=greys[k % 5], ls=styles[k % 5], lw=1.3, label=label)
     if train_L is not None:
         ax.axvline(train_L, color="0.6", lw=0.8)
-        ax.text(train_L, 1.0, f" training L = {train_L}", transform=ax.get_xaxis_transform(), va="top",
+        ax.text(train_L, 0.02, f" training L = {train_L}", transform=ax.get_xaxis_transform(), va="bottom",
                 fontsize=8, color="0.4")
     ax.set_xscale("log")
+    ax.set_xticks(x)
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     if logy:
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+        ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_xlabel("context length L")
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=8)
