@@ -13,6 +13,7 @@ Modules, one responsibility each:
 * :mod:`icl_lib.cache`     -- the run cache shared by chapters
 * :mod:`icl_lib.profiles`  -- ``quick`` / ``paper`` / ``auto``
 * :mod:`icl_lib.estimators` -- GD, debiased GD, ridge (Bayes), Nadaraya-Watson and their risks
+* :mod:`icl_lib.optimality` -- what trained models compute: length sweeps, prediction gaps, rates (ch. 5)
 * :mod:`icl_lib.approx_loss` -- the approximate loss (4.1), its gradient, mu*(omega) (D.17), s*
 * :mod:`icl_lib.ode`        -- two-head gradient flow on (4.1) and its three phases (Appendix D)
 * :mod:`icl_lib.plotting`  -- heatmaps, dynamics and loss plots in one style

@@ -38,7 +38,7 @@ __all__ = [
     "resolve_dtype",
 ]
 
-ATTENTION_KINDS = ("softmax", "linear", "one_plus_tanh", "quadratic")
+ATTENTION_KINDS = ("softmax", "linear", "one_plus_tanh", "quadratic", "square")
 OPTIMIZERS = ("adam", "sgd")
 DTYPES = ("float32", "float64")
 DEVICES = ("auto", "cpu", "cuda")
@@ -212,11 +212,12 @@ class ModelConfig:
 
     ``attention``: ``"softmax"`` (the paper's model), ``"linear"`` (scores divided by the fixed
     length ``norm_length``, B.1), or a normalised activation ``f(s_i) / sum_j f(s_j)`` with
-    ``"one_plus_tanh"`` (``f = 1 + tanh``) or ``"quadratic"`` (``f(s) = 1 + s + s^2/2``), B.2.
+    ``"one_plus_tanh"`` (``f = 1 + tanh``), ``"quadratic"`` (``f(s) = 1 + s + s^2/2``) or ``"square"``
+    (``f(s) = (1 + s)^2``, first-order coefficient ``c_f = 2``), B.2.
     """
 
     heads: int = 4  # number of attention heads H
-    attention: str = "softmax"  # softmax | linear | one_plus_tanh | quadratic
+    attention: str = "softmax"  # softmax | linear | one_plus_tanh | quadratic | square
     norm_length: int | None = None  # linear attention's fixed normaliser (None: the training L)
     init_scale: float = 1.0  # multiplies PyTorch's default nn.Linear initialisation
 

@@ -5,7 +5,9 @@ Predictors act on a :class:`~icl_lib.data.Batch` (single task) and return ``(...
 * vanilla GD       ``y_hat = (eta / L) sum_i y_i x_i^T Gamma x_q``  (one GD step from 0),
 * debiased GD      ``y_hat = (eta / L) sum_i y_i (x_i - xbar)^T Gamma x_q``,
 * ridge / Bayes    posterior mean ``beta_hat = (X^T X + sigma^2 d I)^{-1} X^T y`` (prior ``N(0, I/d)``),
-* Nadaraya-Watson  ``y_hat = sum_i y_i softmax_i(omega x_i^T x_q)`` (the single head's predictor).
+* Nadaraya-Watson  ``y_hat = sum_i y_i softmax_i(omega x_i^T x_q)`` (the single head's predictor),
+  and its scaled form ``mu * NW_omega`` (a single head with pattern (3.1) and a free ``mu``),
+* pre-conditioned (debiased) GD: ``x_q`` replaced by ``Gamma x_q`` (the ``Gamma`` argument).
 
 Closed-form risks for isotropic data (``x ~ N(0, I_d)``, ``beta ~ N(0, I_d / d)``), derived in the
 spec and checked against Monte Carlo in the tests:
@@ -13,8 +15,17 @@ spec and checked against Monte Carlo in the tests:
     vanilla GD:   R(eta) = 1 + s2 - 2 eta + eta^2 (1 + (d + 1 + s2 d) / L)
     debiased GD:  R(eta) = 1 + s2 - 2 eta (L-1)/L + eta^2 (L-1)(L + d + s2 d) / L^2
 
-The Bayes risk is estimated by Monte Carlo; its proportional limit (``d/L -> xi``) is
-``( s2 + (xi-1)/xi + sqrt(4 s2 + (s2 + (1-xi)/xi)^2) ) / 2``.  Chapters 1, 2, 5 and 6.
+With a pre-conditioner ``Gamma`` (isotropic data, derived in chapter 5 from the Wishart moments
+``E W = n I``, ``E W A W = n(n+1) A + n tr(A) I`` for ``W ~ W_d(I, n)``, symmetric ``A``):
+
+    vanilla GD:   R = 1 + s2 - 2 tr(Gamma)/d + tr(Gamma Gamma^T)/d (1 + (d + 1 + s2 d) / L)
+    debiased GD:  R = 1 + s2 - 2 (L-1)/L tr(Gamma)/d + (L-1)(L + d + s2 d)/L^2 tr(Gamma Gamma^T)/d
+
+(``Gamma = eta I`` gives the two lines above).  The Bayes risk is ``s2 + s2 E tr((X^T X + s2 d I)^{-1})``
+(posterior covariance), estimated by Monte Carlo over ``X`` only (:func:`bayes_risk`) or over whole
+sequences (:func:`bayes_risk_mc`); its proportional limit (``d/L -> xi``) is
+``( s2 + (xi-1)/xi + sqrt(4 s2 + (s2 + (1-xi)/xi)^2) ) / 2``, and the optimal (debiased or vanilla)
+GD risk tends to ``(s2 + (1+s2)^2 xi) / (1 + (1+s2) xi)``.  Chapters 1, 2, 5 and 6.
 """
 
 from __future__ import annotations
@@ -32,11 +43,16 @@ __all__ = [
     "debiased_gd_predict",
     "ridge_predict",
     "nadaraya_watson_predict",
+    "scaled_nw_predict",
     "vanilla_gd_risk",
     "debiased_gd_risk",
     "optimal_eta_vanilla",
     "optimal_eta_debiased",
     "bayes_risk_proportional",
+    "gd_risk_proportional",
+    "preconditioned_gd_risk",
+    "optimal_eta_preconditioned",
+    "bayes_risk",
     "mc_risk",
     "bayes_risk_mc",
     "model_risk",
@@ -83,6 +99,12 @@ def nadaraya_watson_predict(batch: Batch, omega: float) -> torch.Tensor:
     return (a * y).sum(-1)
 
 
+def scaled_nw_predict(batch: Batch, omega: float, mu: float) -> torch.Tensor:
+    """``mu`` times the Nadaraya-Watson predictor: a single head of pattern (3.1) with OV entry ``mu``
+    (paper 1, eq. 3.2 with H = 1; chapter 5 compares the trained single head with the best one)."""
+    return mu * nadaraya_watson_predict(batch, omega)
+
+
 # ------------------------------------------------------------------------------- closed forms
 def _check_dls(d, L, sigma2):
     return check_int("d", d, 1), check_int("L", L, 1), check_float("sigma2", sigma2, 0.0)
@@ -118,6 +140,68 @@ def bayes_risk_proportional(xi: float, sigma2: float) -> float:
     xi = check_float("xi", xi, 0.0, lo_open=True)
     s2 = check_float("sigma2", sigma2, 0.0)
     return (s2 + (xi - 1) / xi + math.sqrt(4 * s2 + (s2 + (1 - xi) / xi) ** 2)) / 2
+
+
+def gd_risk_proportional(xi: float, sigma2: float) -> float:
+    """Limit of the optimal vanilla and of the optimal debiased GD risk as ``d, L -> inf``, ``d/L -> xi``:
+    ``1 + s2 - 1/(1 + (1+s2) xi) = (s2 + (1+s2)^2 xi) / (1 + (1+s2) xi)`` (paper 1, F.3; chapter 5)."""
+    xi = check_float("xi", xi, 0.0, lo_open=True)
+    s2 = check_float("sigma2", sigma2, 0.0)
+    return 1 + s2 - 1 / (1 + (1 + s2) * xi)
+
+
+def _gamma_traces(Gamma, d: int) -> tuple[float, float]:
+    G = torch.as_tensor(Gamma, dtype=torch.float64)
+    if G.shape != (d, d):
+        raise ValueError(f"Gamma has shape {tuple(G.shape)}: accepted a ({d}, {d}) matrix")
+    return float(torch.trace(G)) / d, float((G * G).sum()) / d  # tr(G)/d, tr(G G^T)/d
+
+
+def preconditioned_gd_risk(Gamma, d: int, L: int, sigma2: float, debiased: bool = True) -> float:
+    """Exact ICL risk of one pre-conditioned GD step ``y_hat = (1/L) sum_i y_i (x_i [- xbar])^T Gamma x_q``
+    on isotropic data (paper 1, Section 4.3 and B.3; derived in chapter 5; ``Gamma = eta I`` gives
+    :func:`debiased_gd_risk` / :func:`vanilla_gd_risk`)."""
+    d, L, s2 = _check_dls(d, L, sigma2)
+    t1, t2 = _gamma_traces(Gamma, d)
+    if debiased:
+        return 1 + s2 - 2 * t1 * (L - 1) / L + t2 * (L - 1) * (L + d + s2 * d) / L**2
+    return 1 + s2 - 2 * t1 + t2 * (1 + (d + 1 + s2 * d) / L)
+
+
+def optimal_eta_preconditioned(Gamma, d: int, L: int, sigma2: float, debiased: bool = True) -> float:
+    """The scalar ``eta`` minimising :func:`preconditioned_gd_risk` of ``eta Gamma`` (chapter 5)."""
+    d, L, s2 = _check_dls(d, L, sigma2)
+    t1, t2 = _gamma_traces(Gamma, d)
+    if debiased:
+        return t1 * (L - 1) / L / (t2 * (L - 1) * (L + d + s2 * d) / L**2)
+    return t1 / (t2 * (1 + (d + 1 + s2 * d) / L))
+
+
+@torch.no_grad()
+def bayes_risk(d: int, L: int, sigma2: float, n: int = 2_000, seed: int = 0) -> tuple[float, float]:
+    """Bayes (posterior-mean) risk ``s2 + s2 E tr((X^T X + s2 d I)^{-1})``, isotropic data, prior
+    ``N(0, I/d)``: Monte Carlo over the design ``X`` only, the rest exact (posterior covariance
+    ``s2 (X^T X + s2 d I)^{-1}``).  Returns (mean, std error).  Paper 1, F.3; chapter 5.
+
+    Far less variance than :func:`bayes_risk_mc` for the same ``n``; with ``s2 = 0`` the risk is
+    ``max(d - L, 0) / d`` exactly.
+    """
+    d, L, s2 = _check_dls(d, L, sigma2)
+    n = check_int("n", n, 2)
+    if s2 == 0:
+        return max(d - L, 0) / d, 0.0
+    gen = torch.Generator().manual_seed(seed)
+    vals = []
+    chunk = max(1, 2_000_000 // (L * d))
+    done = 0
+    while done < n:
+        m = min(chunk, n - done)
+        X = torch.randn(m, L, d, generator=gen, dtype=torch.float64)
+        lam = torch.linalg.eigvalsh(X.transpose(-1, -2) @ X).clamp_min(0)  # (m, d)
+        vals.append(s2 + (s2 / (lam + s2 * d)).sum(-1))
+        done += m
+    v = torch.cat(vals)
+    return float(v.mean()), float(v.std() / math.sqrt(v.numel()))
 
 
 # ------------------------------------------------------------------------------- Monte Carlo

@@ -39,11 +39,16 @@ def _quadratic(s):
     return 1.0 + s + 0.5 * s * s  # > 0 for every s; second-order Taylor polynomial of exp
 
 
+def _square(s):
+    return (1.0 + s) ** 2  # >= 0; f(s) = 1 + 2 s + s^2, so c_f = 2 (chapter 5)
+
+
 # normalised activations f of paper 1, B.2, with the first-order coefficient c_f of f(s) ~ f(0)(1 + c_f s)
 ACTIVATIONS = {
     "softmax": (torch.exp, 1.0),
     "one_plus_tanh": (_one_plus_tanh, 1.0),
     "quadratic": (_quadratic, 1.0),
+    "square": (_square, 2.0),
 }
 
 

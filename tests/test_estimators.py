@@ -57,3 +57,88 @@ def test_claims_fail_loudly(capsys):
         c.check("ok", True, 1, "again")
     with pytest.raises(AssertionError):
         Claims("empty", "quick").report()
+
+
+# ------------------------------------------------------------------ chapter 5: pre-conditioned GD, Bayes
+import math  # noqa: E402
+
+import torch  # noqa: E402
+
+from icl_lib.estimators import (  # noqa: E402
+    bayes_risk,
+    gd_risk_proportional,
+    nadaraya_watson_predict,
+    optimal_eta_preconditioned,
+    preconditioned_gd_risk,
+    ridge_predict,
+    scaled_nw_predict,
+)
+from icl_lib import sample_batch  # noqa: E402
+
+
+@pytest.mark.parametrize("debiased", [True, False])
+def test_preconditioned_risk_matches_monte_carlo(debiased):
+    # a non-symmetric pre-conditioner away from the identity
+    d, L, s2 = 4, 9, 0.3
+    Gamma = 0.7 * torch.eye(d, dtype=torch.float64) + 0.3 * torch.randn(d, d, generator=torch.Generator().manual_seed(5),
+                                                                         dtype=torch.float64)
+    predict = debiased_gd_predict if debiased else vanilla_gd_predict
+    m, se = mc_risk(lambda b: predict(b, 1.0, Gamma), DataConfig(d=d, L=L, sigma2=s2), n=200_000, seed=7)
+    assert abs(m - preconditioned_gd_risk(Gamma, d, L, s2, debiased=debiased)) < 4 * se
+
+
+def test_preconditioned_risk_reduces_to_scalar_step_and_is_minimised():
+    d, L, s2, eta = 5, 40, 0.1, 0.7
+    eye = torch.eye(d, dtype=torch.float64)
+    assert abs(preconditioned_gd_risk(eta * eye, d, L, s2) - debiased_gd_risk(eta, d, L, s2)) < 1e-12
+    assert abs(preconditioned_gd_risk(eta * eye, d, L, s2, debiased=False) - vanilla_gd_risk(eta, d, L, s2)) < 1e-12
+    assert abs(optimal_eta_preconditioned(eye, d, L, s2) - optimal_eta_debiased(d, L, s2)) < 1e-12
+    assert abs(optimal_eta_preconditioned(eye, d, L, s2, debiased=False) - optimal_eta_vanilla(d, L, s2)) < 1e-12
+    G = torch.diag(torch.tensor([1.0, 2.0, 0.5, 1.0, 1.5], dtype=torch.float64))
+    e = optimal_eta_preconditioned(G, d, L, s2)
+    r = preconditioned_gd_risk(e * G, d, L, s2)
+    assert r < preconditioned_gd_risk(1.01 * e * G, d, L, s2) and r < preconditioned_gd_risk(0.99 * e * G, d, L, s2)
+    # isotropic data: a scalar pre-conditioner is optimal (Cauchy-Schwarz), so G loses to the identity
+    assert r > debiased_gd_risk(optimal_eta_debiased(d, L, s2), d, L, s2)
+    with pytest.raises(ValueError, match="Gamma"):
+        preconditioned_gd_risk(torch.eye(3), d, L, s2)
+
+
+@pytest.mark.parametrize("d, L, s2", [(5, 40, 0.1), (6, 4, 0.5)])
+def test_bayes_risk_design_only_matches_full_monte_carlo(d, L, s2):
+    exact, se_exact = bayes_risk(d, L, s2, n=20_000, seed=1)
+    m, se = bayes_risk_mc(DataConfig(d=d, L=L, sigma2=s2), n=100_000, seed=2)
+    assert abs(m - exact) < 4 * math.hypot(se, se_exact)
+    assert se_exact < se  # the design-only estimator has less variance
+
+
+def test_bayes_risk_noiseless_is_the_missing_dimensions():
+    assert bayes_risk(5, 3, 0.0) == (0.4, 0.0) and bayes_risk(5, 8, 0.0) == (0.0, 0.0)
+    m, se = mc_risk(lambda b: ridge_predict(b, 1e-9), DataConfig(d=5, L=3, sigma2=0.0), n=100_000, seed=4)
+    assert abs(m - 0.4) < 4 * se
+
+
+def test_gd_limit_matches_exact_risk_at_large_size():
+    # exact optimal debiased GD risk at d = 4000, L = d / xi is within O(1/L) of the limit
+    for xi, s2 in [(0.125, 0.1), (1.0, 0.5), (4.0, 1.0)]:
+        d = 4000
+        L = round(d / xi)
+        exact = debiased_gd_risk(optimal_eta_debiased(d, L, s2), d, L, s2)
+        assert abs(exact - gd_risk_proportional(xi, s2)) < 2 / L
+        exact_v = vanilla_gd_risk(optimal_eta_vanilla(d, L, s2), d, L, s2)
+        assert abs(exact_v - gd_risk_proportional(xi, s2)) < 2 / L
+    # and the Bayes limit agrees with the design-only Monte Carlo at d = 100, xi = 0.5 (finite-size
+    # gap about 1e-3 there, Monte Carlo error 2e-4)
+    m, se = bayes_risk(100, 200, 0.25, n=100, seed=0)
+    assert abs(m - bayes_risk_proportional(0.5, 0.25)) < 0.005
+
+
+def test_scaled_nw_matches_a_loop():
+    b = sample_batch(DataConfig(d=3, L=6), 4, 3)
+    omega, mu = 0.8, 1.7
+    pred = scaled_nw_predict(b, omega, mu)
+    for k in range(4):
+        w = torch.tensor([math.exp(omega * float(b.x[k, i] @ b.xq[k])) for i in range(6)], dtype=torch.float64)
+        ref = mu * float((w / w.sum() * b.y[k, :, 0]).sum())
+        assert abs(float(pred[k]) - ref) < 1e-12
+    torch.testing.assert_close(scaled_nw_predict(b, omega, 1.0), nadaraya_watson_predict(b, omega))

@@ -27,14 +27,15 @@ def loop_forward(Q, K, V, O, x, y, xq, attention="softmax", norm_length=None):
             elif attention == "linear":
                 a = scores / norm_length
             else:
-                f = 1 + torch.tanh(scores) if attention == "one_plus_tanh" else 1 + scores + scores**2 / 2
+                f = {"one_plus_tanh": 1 + torch.tanh(scores), "quadratic": 1 + scores + scores**2 / 2,
+                     "square": (1 + scores) ** 2}[attention]
                 a = f / f.sum()
             values = torch.stack([V[h] @ Zc[i] for i in range(L)])  # (L, D)
             out[b] += O[h] @ (a[:, None] * values).sum(0)
     return out
 
 
-@pytest.mark.parametrize("attention", ["softmax", "linear", "one_plus_tanh", "quadratic"])
+@pytest.mark.parametrize("attention", ["softmax", "linear", "one_plus_tanh", "quadratic", "square"])
 @pytest.mark.parametrize("data", [DataConfig(d=3, L=7), DataConfig(d=4, L=6, rho=0.5, supports=[[0, 1], [1, 2, 3]])])
 def test_forward_matches_token_loop(attention, data, gen):
     heads = [2, 3]
@@ -119,3 +120,16 @@ def test_circuit_extraction_round_trips(gen):
     KQ3, OV3 = m.circuits()
     torch.testing.assert_close(KQ3[1, 2], m.K[1, 2].T @ m.Q[1, 2] / math.sqrt(D))
     torch.testing.assert_close(OV3[0, 1], m.O[0, 1] @ m.V[0, 1])
+
+
+def test_activation_first_order_coefficients():
+    """c_f of paper 1, B.2 against f'(0) / f(0) by autograd, and every normalised kind is listed."""
+    from icl_lib.config import ATTENTION_KINDS
+    from icl_lib.models import ACTIVATIONS
+
+    assert set(ACTIVATIONS) == set(ATTENTION_KINDS) - {"linear"}
+    for name, (f, c_f) in ACTIVATIONS.items():
+        s = torch.zeros((), dtype=torch.float64, requires_grad=True)
+        v = f(s)
+        (g,) = torch.autograd.grad(v, s)
+        assert abs(float(g / v.detach()) - c_f) < 1e-12, name
