@@ -24,6 +24,7 @@ Per chapter:
 * :mod:`icl_lib.ode`         -- two-head gradient flow on (4.1) and its three phases, Appendix D (ch. 4)
 * :mod:`icl_lib.optimality`  -- what trained models compute: length sweeps, prediction gaps, rates (ch. 5)
 * :mod:`icl_lib.anisotropic` -- the optimal pre-conditioner Gamma* for covariance Sigma (ch. 6)
+* :mod:`icl_lib.multitask`   -- per-task references and risks, head-allocation modes (ch. 7)
 * :mod:`icl_lib.p2_data`, :mod:`icl_lib.p2_loss`, :mod:`icl_lib.p2_algorithms`,
   :mod:`icl_lib.p2_analysis`, :mod:`icl_lib.p2_experiments`, :mod:`icl_lib.p2_plots`
   -- paper 2: data, losses, Algorithm 1 and baselines, fits, drivers, figures (ch. 8)
