@@ -15,6 +15,7 @@ Modules, one responsibility each:
 * :mod:`icl_lib.estimators` -- GD, debiased GD, ridge (Bayes), Nadaraya-Watson and their risks
 * :mod:`icl_lib.approx_loss` -- the approximate loss (4.1), its gradient, mu*(omega) (D.17), s*
 * :mod:`icl_lib.ode`        -- two-head gradient flow on (4.1) and its three phases (Appendix D)
+* :mod:`icl_lib.multitask`  -- multi-task regression: per-task references and risks, modes (B.4)
 * :mod:`icl_lib.plotting`  -- heatmaps, dynamics and loss plots in one style
 * :mod:`icl_lib.claims`    -- the ``CLAIM`` lines every chapter ends with
 """

@@ -76,6 +76,8 @@ __all__ = [
     "expected_mode",
     "mode_history",
     "global_pattern",
+    "task_loss_plot",
+    "gamma_heatmaps",
     "MODES",
     "WRITE_TOL",
     "SUPPORT_TOL",
@@ -540,3 +542,64 @@ def global_pattern(KQ: torch.Tensor, OV: torch.Tensor, data: DataConfig) -> tupl
         on[:, n, d + n] = True
     ov_off = float((ov[~on].pow(2).sum() / ov[on].pow(2).sum()).sqrt())
     return kq_off, ov_off
+
+
+# ------------------------------------------------------------------------------ figures
+def task_loss_plot(losses: "pandas.DataFrame", refs: "pandas.DataFrame", fig=None):  # noqa: F821
+    """Per-task test losses of the trained models against the per-task references (chapter 7).
+
+    ``losses``: one row per (model, task) with columns ``H``, ``task`` (1-based), ``loss`` and
+    ``mode``; ``refs``: :func:`reference_risks`.  One panel per task: a dot per seed (colour: its
+    mode), horizontal lines for the references."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    tasks = sorted(losses["task"].unique())
+    if fig is None:
+        fig = plt.figure(figsize=(4.4 * len(tasks) + 2.6, 3.6))
+    axes = fig.subplots(1, len(tasks), sharey=True, squeeze=False)[0]
+    palette = dict(zip(MODES, sns.color_palette("tab10")))
+    present = [m for m in MODES if m in set(losses["mode"])]
+    lines = [("Bayes", "-."), ("dGD on support", "--"), ("shared weighted dGD", ":"), ("dGD on all coordinates", (0, (5, 1)))]
+    for k, (ax, t) in enumerate(zip(axes, tasks)):
+        sub = losses[losses["task"] == t]
+        sns.stripplot(data=sub, x="H", y="loss", hue="mode", palette=palette, hue_order=present, ax=ax, size=7,
+                      jitter=0.15, legend=k == 0)
+        for name, ls in lines:
+            ax.axhline(refs.loc[t, name], color="0.3", ls=ls, lw=1, label=name if k == 0 else None)
+        ax.set_title(f"task {t}")
+        ax.set_ylabel("per-task test ICL loss")
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[0].legend().remove()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.80, 0.5), fontsize=8, frameon=False)
+    fig.subplots_adjust(right=0.79, wspace=0.08)
+    return fig
+
+
+def gamma_heatmaps(gammas: Sequence[torch.Tensor], titles: Sequence[str], data: DataConfig, fig=None):
+    """Heatmaps of effective pre-conditioners ``Gamma (N, d)`` (:func:`effective_gamma`), one panel
+    per model, each scaled by its largest entry; the tasks' supports are outlined (chapter 7)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    from matplotlib.patches import Rectangle
+
+    from .plotting import CMAP
+
+    k = len(gammas)
+    if fig is None:
+        fig = plt.figure(figsize=(3.0 * k + 0.6, 1.0 + 0.45 * data.n_tasks))
+    axes = fig.subplots(1, k, squeeze=False)[0]
+    masks = data.support_mask()
+    for ax, g, title in zip(axes, gammas, titles):
+        g = g.detach().double().cpu()
+        g = (g / g.abs().max()).numpy()
+        sns.heatmap(g, ax=ax, cmap=CMAP, vmin=-1, vmax=1, center=0, cbar=False, annot=True, fmt=".2f",
+                    annot_kws={"size": 7}, xticklabels=[f"x{j + 1}" for j in range(data.d)],
+                    yticklabels=[f"task {n + 1}" for n in range(data.n_tasks)])
+        for n in range(data.n_tasks):
+            for j in range(data.d):
+                if masks[n, j]:
+                    ax.add_patch(Rectangle((j, n), 1, 1, fill=False, lw=1.2, ec="0.2"))
+        ax.set_title(title)
+        ax.tick_params(labelsize=7)
+    return fig

@@ -20,6 +20,7 @@ from icl_lib.multitask import (
     debiased_gd_support_predict,
     effective_gamma,
     expected_mode,
+    gamma_heatmaps,
     global_pattern,
     mc_task_risk,
     model_task_risk,
@@ -29,6 +30,7 @@ from icl_lib.multitask import (
     reference_risks,
     support_gamma,
     task_batch,
+    task_loss_plot,
 )
 
 DATA = DataConfig(d=6, L=40, sigma2=0.1, supports=[[0, 1, 2, 3], [2, 3, 4, 5]])
@@ -229,3 +231,25 @@ def test_global_pattern_and_expected_modes():
     assert expected_mode(5, 3) == "superposition"
     with pytest.raises(ValueError, match="N=1 is invalid"):
         expected_mode(2, 1)
+
+
+def test_figures_have_one_panel_per_task_and_model():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    refs = reference_risks(DATA, n_bayes=2_000)
+    losses = pd.DataFrame([{"H": H, "seed": s, "task": t, "loss": 0.2 + 0.01 * s, "mode": "kernel" if H == 1 else "mixed"}
+                           for H in (1, 3) for s in range(2) for t in (1, 2)])
+    fig = task_loss_plot(losses, refs)
+    assert len(fig.axes) == 2
+    levels = {round(float(line.get_ydata()[0]), 10) for line in fig.axes[1].lines}
+    for name in ("Bayes", "dGD on support", "shared weighted dGD", "dGD on all coordinates"):
+        assert round(float(refs.loc[2, name]), 10) in levels
+    KQ, OV = _circuits(SUPER_OMEGA, SUPER_MU)
+    g, _ = effective_gamma(KQ, OV, 6)
+    fig = gamma_heatmaps([g, g], ["a", "b"], DATA)
+    assert len(fig.axes) == 2 and len(fig.axes[0].patches) == 8  # the outlined support cells
+    plt.close("all")
