@@ -81,10 +81,12 @@ __all__ = [
     "MODES",
     "WRITE_TOL",
     "SUPPORT_TOL",
+    "PATTERN_TOL",
 ]
 
 WRITE_TOL = DUMMY_TOL  # head h writes to task n when |mu_{h,n}| >= WRITE_TOL * max_{h',n'} |mu_{h',n'}|
 SUPPORT_TOL = 0.5  # KQ on S_n: RMS of omega_h off S_n <= SUPPORT_TOL * RMS of omega_h on S_n
+PATTERN_TOL = 0.5  # global pattern (B.4): both ratios of global_pattern below this (chapter 2's 0.5)
 MODES = ("kernel", "shared-dGD", "allocated", "superposition", "mixed", "other")
 
 
@@ -406,8 +408,11 @@ def _shared_ratio(w: torch.Tensor, data: DataConfig, live: torch.Tensor) -> floa
 
 def classify_mode(KQ: torch.Tensor, OV: torch.Tensor, data: DataConfig,
                   write_tol: float = WRITE_TOL, support_tol: float = SUPPORT_TOL) -> ModeSummary:
-    """Mode of one model ``KQ (H, D, D)``, ``OV (H, N, D)`` by the rules of paper 1, B.4 (chapter 7),
-    applied in this order to the live (non-dummy) heads of :func:`head_roles`:
+    """Mode of one model ``KQ (H, D, D)``, ``OV (H, N, D)`` by the rules of paper 1, B.4 (chapter 7).
+
+    A mode is a local pattern on top of the global one: a model whose circuits lack the global
+    pattern (either ratio of :func:`global_pattern` at least ``PATTERN_TOL``) is ``other``.
+    Otherwise the rules apply in this order to the live (non-dummy) heads of :func:`head_roles`:
 
     * ``kernel`` (Mode I): every live head writes to every task, all with one sign;
     * ``shared-dGD`` (Mode II): every live head writes to every task with one sign for all tasks,
@@ -444,8 +449,11 @@ def classify_mode(KQ: torch.Tensor, OV: torch.Tensor, data: DataConfig,
         return s == {1, -1}
 
     all_tasks = [r for r in live if len(r.tasks) == N]
+    kq_off, ov_off = global_pattern(KQ, OV, data) if live else (float("inf"), float("inf"))
     if not live:
         mode, reason = "other", "no head writes to any task"
+    elif max(kq_off, ov_off) >= PATTERN_TOL:
+        mode, reason = "other", f"no global pattern (KQ off-diagonal {kq_off:.2f}, OV off-pattern {ov_off:.2f})"
     elif len(all_tasks) == len(live) and all(len({r.signs[n] for n in r.tasks}) == 1 for r in live):
         head_signs = {r.signs[0] for r in live}
         if len(head_signs) == 1:

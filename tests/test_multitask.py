@@ -202,6 +202,10 @@ def test_modes_on_hand_built_circuits():
     alloc_dummy = _circuits([[w, w, w, w, 0, 0], [-w, -w, -w, -w, 0, 0], [0, 0, w, w, w, w], [0, 0, -w, -w, -w, -w],
                              [0.01] * 6], [[2, 0], [-2, 0], [0, 2], [0, -2], [0.1, 0.1]])
     assert classify_mode(*alloc_dummy, DATA).mode == "allocated"
+    # unstructured circuits (a fresh initialisation) have no mode, whatever their signs
+    gen = torch.Generator().manual_seed(3)
+    s = classify_mode(torch.randn(3, 8, 8, generator=gen), torch.randn(3, 2, 8, generator=gen), DATA)
+    assert s.mode == "other" and "global pattern" in s.reason
     tab = pattern_table(*alloc, DATA)
     assert list(tab.columns) == ["KQ task 1 only", "KQ shared", "KQ task 2 only", "OV task 1", "OV task 2", "role"]
     assert tab.loc[3, "KQ task 1 only"] == 0 and tab.loc[3, "KQ shared"] == pytest.approx(w)
