@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             total += secs
         name = Path(r["uri"]).name
         print(f"  {name:45s} {secs:8.1f}{'' if fresh else '  (cached, not re-executed)'}")
-    print(f"total chapter execution: {total:.1f} s")
+    print(f"sum of chapter execution times: {total:.1f} s (chapters run side by side: see bookexec's wall time)")
     return 0
 
 

@@ -110,12 +110,13 @@ def make_generators(seed: int, purpose: str, device, streams: int = STREAMS) -> 
 
 
 _POOL: ThreadPoolExecutor | None = None
+_THREADS = max(1, min(torch.get_num_threads(), os.cpu_count() or 1))  # at import: training may lower torch's count
 
 
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
+        _POOL = ThreadPoolExecutor(max_workers=_THREADS)
     return _POOL
 
 
@@ -185,6 +186,7 @@ class TaskSampler:
         generators: Sequence[Sequence[torch.Generator]],
         L: int | None = None,
         out: torch.Tensor | None = None,
+        parallel: bool = True,
     ) -> Batch:
         """Fresh ``(R, batch, ...)`` sequences; model ``r`` draws from ``generators[r]``.
 
@@ -192,6 +194,8 @@ class TaskSampler:
         of the model's batch.  ``out`` is an optional ``(R, batch, P)`` buffer reused between calls
         (the returned tensors then are views of it).  Per sequence the buffer holds
         ``[x^T (d, L+1) | eps -> y (N, L+1) | beta (N, d)]``, so the token matrix is a view.
+        ``parallel=False`` draws in the calling thread only (the training engine's shards, which
+        already run one per core).  The numbers do not depend on it.
         """
         batch = check_int("batch", batch, 1)
         L = self.L if L is None else check_int("L", L, 1)
@@ -210,7 +214,11 @@ class TaskSampler:
         # Only the normal_ calls run on the thread pool: each is one long call that releases the
         # GIL.  The transforms below are a few ops over the whole ensemble in this thread (small
         # ops spread over threads would queue on the GIL instead of running in parallel).
-        _run_jobs(_fill_normal, jobs) if self.device.type == "cpu" else [_fill_normal(*j) for j in jobs]
+        if parallel and self.device.type == "cpu":
+            _run_jobs(_fill_normal, jobs)
+        else:
+            for job in jobs:
+                _fill_normal(*job)
         tokens = out[..., : D * T].unflatten(-1, (D, T))  # (R, B, D, L+1)
         xT, yT = tokens[:, :, :d], tokens[:, :, d:]  # (R, B, d, L+1) covariates, (R, B, N, L+1) noise for now
         if self.chol is not None:

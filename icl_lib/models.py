@@ -97,6 +97,25 @@ class AttentionEnsemble(nn.Module):
     def D(self) -> int:
         return self.d + self.n_tasks
 
+    def shard(self, start: int, stop: int) -> "AttentionEnsemble":
+        """Models ``start .. stop-1`` as an ensemble whose parameters share this one's storage.
+
+        The shard's ``Q, K, V, O`` are leaf tensors viewing rows ``start:stop`` (so an optimizer
+        step on this ensemble moves the shard too) and keep all ``max(heads)`` head slots, so a
+        model computes the same numbers in a shard as in the whole ensemble.  Used by the CPU
+        training engine (:class:`~icl_lib.train.EnsembleTrainer`) to train shards in parallel.
+        """
+        R = self.R
+        start, stop = check_int("start", start, 0, R - 1), check_int("stop", stop, start + 1, R)
+        m = AttentionEnsemble.__new__(AttentionEnsemble)
+        nn.Module.__init__(m)
+        m.d, m.n_tasks, m.attention, m.norm_length = self.d, self.n_tasks, self.attention, self.norm_length
+        m.heads = self.heads[start:stop]
+        for k in "QKVO":
+            setattr(m, k, nn.Parameter(getattr(self, k).detach()[start:stop]))
+        m.register_buffer("head_mask", self.head_mask[start:stop])
+        return m
+
     @property
     def R(self) -> int:
         return len(self.heads)

@@ -4,7 +4,9 @@
 attention kind and :class:`~icl_lib.config.TrainConfig`; seeds, head counts, noise levels and
 covariances may differ).  Each model draws its initialisation and its data from its own
 generators, and Adam/SGD act element-wise, so a model trained in an ensemble ends where it would
-alone (up to floating-point summation order; tested).
+alone (up to floating-point summation order; tested).  On a CPU the ensemble is split into one
+shard per thread, each trained single-threaded in its own thread (whole models per core instead of
+small tensors spread over cores by OpenMP); the numbers do not depend on the number of shards.
 
 The history records, at the steps of ``TrainConfig.log_steps()``, the training-batch loss, the loss
 on a fixed held-out validation set, and every head's ``KQ`` and ``OV`` circuits (chapter 3's
@@ -25,7 +27,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 
@@ -90,6 +92,7 @@ class EnsembleTrainer:
         checkpoint_every: float = 60.0,
         progress: bool = True,
         compile: bool | str = "auto",
+        shards: int | None = None,
     ):
         specs = list(specs)
         if not specs:
@@ -136,6 +139,7 @@ class EnsembleTrainer:
         P = self.sampler.numbers_per_sequence()
         self._buffer = torch.empty(len(specs), tc.batch, P, device=self.device, dtype=self.dtype)  # (R, B, P) reused
         self._loss_fn = self._make_loss_fn(compile)
+        self._shards = self._make_shards(shards)
         if self.checkpoint is not None and self.checkpoint.exists():
             self.load_state_dict(torch.load(self.checkpoint, map_location=self.device, weights_only=True))
 
@@ -160,6 +164,48 @@ class EnsembleTrainer:
                 return eager(batch)
 
         return loss_fn
+
+    # ----------------------------------------------------------------- CPU shards
+    def _make_shards(self, shards: int | None) -> list["_Shard"]:
+        """Split the ensemble into contiguous shards trained in parallel threads (CPU only).
+
+        On a CPU with T threads the R models form ``min(R, T)`` shards; each shard samples its
+        batch and computes its gradients single-threaded in its own thread, and one optimizer step
+        then moves the whole ensemble.  Small tensors spread over cores by OpenMP spend much of a
+        step synchronising; whole models per core do not (``make bench``).  A model's numbers
+        do not depend on how many shards there are (tested).  One shard means the plain loop.
+        """
+        R = len(self.specs)
+        if shards is None:
+            shards = min(R, torch.get_num_threads()) if self.device.type == "cpu" else 1
+        shards = check_int("shards", shards, 1, R)
+        if shards > 1 and self.device.type != "cpu":
+            raise ValueError(f"shards={shards} is invalid on device {self.device.type}: accepted 1 (shards are for CPUs)")
+        if shards == 1:
+            return []
+        bounds = [R * k // shards for k in range(shards + 1)]
+        out = []
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            model = self.model.shard(a, b)
+            sampler = TaskSampler([s.data for s in self.specs[a:b]], device=self.device, dtype=self.dtype)
+            params = [model.Q, model.K, model.V, model.O]
+            buffer = torch.empty_like(self._buffer[a:b])  # its own tensor: views would share a version counter
+            out.append(_Shard(model, params, sampler, self.generators[a:b], buffer))
+        return out
+
+    def _shard_grads(self, shard: "_Shard") -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        batch = shard.sampler.sample(self.tc.batch, shard.generators, out=shard.buffer, parallel=False)
+        loss = shard.model.loss(batch)  # (R_shard,)
+        grads = torch.autograd.grad(loss.sum(), shard.params)
+        return loss.detach(), grads
+
+    def _sharded_loss(self, pool) -> torch.Tensor:
+        """Losses ``(R,)`` of a fresh batch; sets every parameter's ``.grad`` (the shards' gradients)."""
+        futures = [pool.submit(self._shard_grads, sh) for sh in self._shards[1:]]
+        parts = [self._shard_grads(self._shards[0])] + [f.result() for f in futures]
+        for i, p in enumerate((self.model.Q, self.model.K, self.model.V, self.model.O)):
+            p.grad = torch.cat([g[i] for _, g in parts])
+        return torch.cat([loss for loss, _ in parts])
 
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict:
@@ -219,12 +265,13 @@ class EnsembleTrainer:
                 f"with lr={s.train.lr}: lower the learning rate"
             )
 
-    def run(self, until: int | None = None) -> list["Run"] | None:
+    def run(self, until: int | None = None, stop=None) -> list["Run"] | None:
         """Train up to step ``until`` (default: the configured ``steps``).
 
         Returns the finished runs when training is complete, ``None`` when stopped early at
         ``until`` (the checkpoint, if any, then holds the state).  A ``KeyboardInterrupt``
-        writes the checkpoint before it propagates.
+        writes the checkpoint before it propagates; so does setting ``stop`` (a
+        ``threading.Event``, set by :func:`train` to stop the other threads' runs).
         """
         steps = self.tc.steps
         until = steps if until is None else check_int("until", until, 0, steps)
@@ -237,11 +284,22 @@ class EnsembleTrainer:
             bar = tqdm(total=steps, initial=self.step, desc=f"train R={len(self.specs)}", leave=False, mininterval=0.5)
         t0 = time.perf_counter()
         last_ckpt = t0
+        pool, threads = None, torch.get_num_threads()
+        if self._shards and until > self.step:
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(len(self._shards) - 1, initializer=torch.set_num_threads, initargs=(1,))
+            torch.set_num_threads(1)
         try:
             while self.step < until:
+                if stop is not None and stop.is_set():
+                    raise KeyboardInterrupt
                 t = self.step
-                batch = self.sampler.sample(self.tc.batch, self.generators, out=self._buffer)
-                loss = self._loss_fn(batch)  # (R,)
+                if pool is not None:
+                    loss = self._sharded_loss(pool)  # (R,), gradients set
+                else:
+                    batch = self.sampler.sample(self.tc.batch, self.generators, out=self._buffer)
+                    loss = self._loss_fn(batch)  # (R,)
                 bad = ~torch.isfinite(loss)
                 self.first_bad = torch.where(bad & (self.first_bad < 0), t, self.first_bad)
                 if t in log_set and t not in recorded:
@@ -249,8 +307,9 @@ class EnsembleTrainer:
                     recorded.add(t)
                     if bar is not None:
                         bar.set_postfix(val=f"{self.history['val_loss'][-1].mean():.4f}", refresh=False)
-                self.opt.zero_grad(set_to_none=True)
-                loss.sum().backward()
+                if pool is None:
+                    self.opt.zero_grad(set_to_none=True)
+                    loss.sum().backward()
                 self.opt.step()
                 self.step = t + 1
                 if bar is not None:
@@ -272,6 +331,9 @@ class EnsembleTrainer:
             self.save_checkpoint()
             raise
         finally:
+            if pool is not None:
+                pool.shutdown()
+                torch.set_num_threads(threads)
             if bar is not None:
                 bar.close()
         self.elapsed += time.perf_counter() - t0
@@ -309,6 +371,16 @@ class EnsembleTrainer:
             }
             runs.append(Run(spec=s, params=params, history=hist, meta=meta))
         return runs
+
+
+class _Shard(NamedTuple):
+    """Models ``a:b`` of an ensemble: a view model, its leaf parameters, sampler, generators, buffer."""
+
+    model: AttentionEnsemble
+    params: list
+    sampler: TaskSampler
+    generators: list
+    buffer: torch.Tensor
 
 
 @dataclass
@@ -394,6 +466,50 @@ def stack_models(runs: Sequence[Run], device="cpu", dtype=torch.float64) -> Atte
     return model.requires_grad_(False)
 
 
+def _cost(chunk: Sequence[str], todo: dict) -> float:
+    s = todo[chunk[0]]
+    return len(chunk) * s.train.steps * (s.data.L + 1) * (s.data.d + s.data.n_tasks)
+
+
+def _schedule(chunks: list, todo: dict, dev: torch.device) -> tuple[list, list]:
+    """Split ensembles into those trained one after another on all threads (``solo``, largest
+    first) and those trained side by side, one single-threaded ensemble per thread (``together``).
+
+    On a CPU with T threads an ensemble goes solo while it costs more than 1/T of the work left (it
+    alone would keep the cores busy, split into shards); the rest run together, largest first.
+    """
+    threads = torch.get_num_threads() if dev.type == "cpu" else 1
+    order = sorted(chunks, key=lambda c: _cost(c, todo), reverse=True)
+    if threads == 1 or len(order) == 1:
+        return order, []
+    solo = []
+    while order and _cost(order[0], todo) * threads > sum(_cost(c, todo) for c in order):
+        solo.append(order.pop(0))
+    return solo, order
+
+
+def _train_concurrently(chunks: list, train_chunk: Callable) -> None:
+    """Run ``train_chunk(chunk, shards=1)`` for every chunk on a pool of single-threaded workers.
+
+    A ``KeyboardInterrupt`` asks every worker to checkpoint and stop, then propagates.
+    """
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    stop = threading.Event()
+    workers = min(torch.get_num_threads(), len(chunks))
+    with ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
+        futures = [pool.submit(train_chunk, c, 1, stop) for c in chunks]
+        try:
+            for f in futures:
+                f.result()
+        except BaseException:
+            stop.set()
+            for f in futures:
+                f.cancel()
+            raise
+
+
 def train(
     specs: Sequence[RunSpec],
     device="auto",
@@ -404,7 +520,7 @@ def train(
     """Train (or load from the run cache) every spec; returns one :class:`Run` per spec, in order.
 
     Runs missing from the cache are grouped by shape into ensembles of at most ``max_ensemble``
-    models.  With ``cache=True`` a run in progress checkpoints into the cache folder and resumes
+    models; on a CPU, small ensembles train side by side, one per thread (:func:`_schedule`).  With ``cache=True`` a run in progress checkpoints into the cache folder and resumes
     there if interrupted; two processes asking for the same runs train them once (the second
     waits on a file lock, then loads).
     """
@@ -431,28 +547,34 @@ def train(
     groups: dict[tuple, list[str]] = {}
     for key, s in todo.items():
         groups.setdefault(s.group_key(), []).append(key)
-    for group in groups.values():
-        for i in range(0, len(group), max_ensemble):
-            chunk = group[i : i + max_ensemble]
-            if store is None:
-                runs = EnsembleTrainer([todo[k] for k in chunk], dev, progress=progress).run()
-                found.update(zip(chunk, runs))
-                continue
-            with store.locked(chunk):
-                missing = []
-                for k in chunk:
-                    run = store.load(k)
-                    if run is None:
-                        missing.append(k)
-                    else:
-                        found[k] = run
-                if not missing:
-                    continue
-                ckpt = store.checkpoint_path(missing)
-                trainer = EnsembleTrainer([todo[k] for k in missing], dev, checkpoint=ckpt, progress=progress)
-                runs = trainer.run()
-                for k, run in zip(missing, runs):
-                    store.save(k, run)
+    chunks = [group[i : i + max_ensemble] for group in groups.values() for i in range(0, len(group), max_ensemble)]
+
+    def train_chunk(chunk: list[str], shards: int | None = None, stop=None) -> None:
+        if store is None:
+            runs = EnsembleTrainer([todo[k] for k in chunk], dev, progress=progress, shards=shards).run(stop=stop)
+            found.update(zip(chunk, runs))
+            return
+        with store.locked(chunk):
+            missing = []
+            for k in chunk:
+                run = store.load(k)
+                if run is None:
+                    missing.append(k)
+                else:
                     found[k] = run
-                ckpt.unlink(missing_ok=True)
+            if not missing:
+                return
+            ckpt = store.checkpoint_path(missing)
+            trainer = EnsembleTrainer([todo[k] for k in missing], dev, checkpoint=ckpt, progress=progress, shards=shards)
+            runs = trainer.run(stop=stop)
+            for k, run in zip(missing, runs):
+                store.save(k, run)
+                found[k] = run
+            ckpt.unlink(missing_ok=True)
+
+    solo, together = _schedule(chunks, todo, dev)
+    for chunk in solo:
+        train_chunk(chunk)
+    if together:
+        _train_concurrently(together, train_chunk)
     return [found[key] for key in keys]

@@ -61,6 +61,22 @@ def test_ensemble_batch_per_model(gen):
     torch.testing.assert_close(pred[1], m(b1)[1])
 
 
+def test_shard_views_the_ensemble():
+    m = AttentionEnsemble([1, 3, 2], 3, dtype=torch.float64)
+    m.reset_parameters([torch.Generator().manual_seed(k) for k in range(3)])
+    sh = m.shard(1, 3)
+    assert sh.R == 2 and sh.heads == [3, 2] and sh.Q.shape == (2, 3, 4, 4) and sh.Q.is_leaf
+    b = sample_batch(DataConfig(d=3, L=5), 6, 0)
+    torch.testing.assert_close(sh(b), m(b)[1:], rtol=0, atol=0)
+    with torch.no_grad():
+        m.Q.add_(1.0)  # an optimizer step on the whole ensemble moves the shard
+    torch.testing.assert_close(sh.Q, m.Q[1:], rtol=0, atol=0)
+    sh.loss(b).sum().backward()
+    assert m.Q.grad is None and torch.all(sh.Q.grad[1, 2:] == 0)  # the shard's own leaves; masks kept
+    with pytest.raises(ValueError, match="stop"):
+        m.shard(2, 2)
+
+
 def test_masked_heads_are_inert():
     m = AttentionEnsemble([1, 3], 3, dtype=torch.float64)
     m.reset_parameters([torch.Generator().manual_seed(k) for k in range(2)])

@@ -36,6 +36,77 @@ def test_ensemble_equals_separate_runs():
         torch.testing.assert_close(run.history["val_loss"], alone.history["val_loss"], rtol=1e-9, atol=1e-11)
 
 
+def _same_runs(a, b):
+    for x, y in zip(a, b, strict=True):
+        for k in "QKVO":
+            assert torch.equal(x.params[k], y.params[k]), k
+        for k in ("train_loss", "val_loss", "KQ", "OV"):
+            assert torch.equal(x.history[k], y.history[k]), k
+
+
+def test_cpu_shards_give_the_same_numbers_as_one_thread():
+    """Shards train single-threaded in parallel: bitwise the numbers of a one-thread plain loop,
+    whatever the number of shards, and torch's thread count is restored afterwards."""
+    specs = [spec(s, 1 + s % 3) for s in range(5)]
+    threads = torch.get_num_threads()
+    two = EnsembleTrainer(specs, "cpu", progress=False, shards=2)
+    assert len(two._shards) == 2
+    two = two.run()
+    assert torch.get_num_threads() == threads
+    five = EnsembleTrainer(specs, "cpu", progress=False, shards=5).run()
+    torch.set_num_threads(1)
+    try:
+        plain = EnsembleTrainer(specs, "cpu", progress=False, shards=1).run()
+    finally:
+        torch.set_num_threads(threads)
+    _same_runs(two, five)
+    _same_runs(two, plain)
+
+
+def test_sharded_checkpoint_resume_equals_uninterrupted(tmp_path):
+    specs = [spec(7, 2), spec(8, 3), spec(9, 1)]
+    full = EnsembleTrainer(specs, "cpu", progress=False, shards=2).run()
+    ckpt = tmp_path / "run.pt"
+    assert EnsembleTrainer(specs, "cpu", checkpoint=ckpt, progress=False, shards=3).run(until=17) is None
+    resumed = EnsembleTrainer(specs, "cpu", checkpoint=ckpt, progress=False, shards=2).run()
+    _same_runs(full, resumed)
+
+
+def test_small_ensembles_train_side_by_side_with_the_same_numbers():
+    """train() runs small groups one per thread; a model's numbers equal its sharded training."""
+    g1 = [spec(0, 2), spec(1, 3)]
+    g2 = [RunSpec(data=DataConfig(d=3, L=6), model=ModelConfig(heads=2), train=TINY, seed=s) for s in (2, 3)]
+    runs = train(g1 + g2, device="cpu", cache=False, progress=False)
+    alone = EnsembleTrainer(g1, "cpu", progress=False, shards=2).run() + EnsembleTrainer(g2, "cpu", progress=False, shards=2).run()
+    _same_runs(runs, alone)
+
+
+def test_schedule_puts_dominant_ensembles_alone():
+    from icl_lib.train import _schedule
+
+    big = [spec(s) for s in range(6)]
+    small = [RunSpec(data=DataConfig(d=3, L=6), model=ModelConfig(heads=2), train=TINY, seed=s) for s in range(2)]
+    todo = {f"k{i}": s for i, s in enumerate(big + small)}
+    chunks = [[f"k{i}" for i in range(6)], ["k6"], ["k7"]]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        solo, together = _schedule(chunks, todo, torch.device("cpu"))
+        assert solo == [chunks[0]] and together == [["k6"], ["k7"]]
+        solo, together = _schedule(chunks[1:], todo, torch.device("cpu"))
+        assert solo == [] and together == [["k6"], ["k7"]]
+        torch.set_num_threads(1)
+        assert _schedule(chunks, todo, torch.device("cpu"))[1] == []
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("shards", [0, 4, 2.5])
+def test_bad_shards_are_rejected(shards):
+    with pytest.raises(ValueError, match="shards"):
+        EnsembleTrainer([spec(0), spec(1), spec(2)], "cpu", progress=False, shards=shards)
+
+
 def test_checkpoint_resume_equals_uninterrupted(tmp_path):
     s = spec(4, 2)
     full = EnsembleTrainer([s], "cpu", progress=False).run()[0]
