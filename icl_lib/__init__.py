@@ -29,8 +29,8 @@ Per chapter:
   :mod:`icl_lib.p2_analysis`, :mod:`icl_lib.p2_experiments`, :mod:`icl_lib.p2_plots`
   -- paper 2: data, losses, Algorithm 1 and baselines, fits, drivers, figures (ch. 8)
 
-Tools: :mod:`icl_lib.bench` (``make bench``), :mod:`icl_lib.bookstats` (``make book``'s timings) and
-the command line ``python -m icl_lib train``.
+Tools: :mod:`icl_lib.bench` (``make bench``), :mod:`icl_lib.bookexec` and :mod:`icl_lib.bookstats`
+(``make book``'s chapter execution and timings) and the command line ``python -m icl_lib train``.
 """
 
 __version__ = "0.1.0"
