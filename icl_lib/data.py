@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 import torch
 
 from .config import DataConfig, check_int
 
-__all__ = ["Batch", "TaskSampler", "kms_covariance", "sample_batch", "derive_seed", "make_generators", "STREAMS"]
+__all__ = ["Batch", "TaskSampler", "kms_covariance", "sample_batch", "sample_chunks", "derive_seed", "make_generators", "STREAMS"]
 
 STREAMS = 2  # generator streams per model; part of the model-code version (changes the numbers)
 _PURPOSES = {"init": 0, "train": 1, "val": 2, "test": 3}
@@ -246,3 +246,16 @@ def sample_batch(
     if isinstance(generator, int):
         generator = torch.Generator(device=torch.device(device)).manual_seed(derive_seed(generator, "test"))
     return TaskSampler([data], device=device, dtype=dtype).sample(batch, [[generator]], L=L).member(0)
+
+
+def sample_chunks(
+    data: DataConfig, n: int, seed: int = 0, chunk: int = 20_000, L: int | None = None, dtype=torch.float64
+) -> Iterator[Batch]:
+    """``n`` fresh sequences of one task as batches of at most ``chunk``, all drawn from one
+    generator seeded with ``seed`` (the Monte Carlo risks and gaps of chapters 1-7)."""
+    gen = torch.Generator().manual_seed(seed)
+    done = 0
+    while done < n:
+        m = min(chunk, n - done)
+        yield sample_batch(data, m, gen, L=L, dtype=dtype)
+        done += m

@@ -36,7 +36,7 @@ from typing import Callable
 import torch
 
 from .config import DataConfig, check_float, check_int
-from .data import Batch, sample_batch
+from .data import Batch, sample_chunks
 
 __all__ = [
     "vanilla_gd_predict",
@@ -219,14 +219,7 @@ def mc_risk(
     ``predict`` maps a single-task batch to ``(B,)`` predictions.
     """
     n = check_int("n", n, 2)
-    gen = torch.Generator().manual_seed(seed)
-    errs = []
-    done = 0
-    while done < n:
-        b = sample_batch(data, min(chunk, n - done), gen, L=L)
-        errs.append((predict(b) - b.yq[..., 0]) ** 2)
-        done += errs[-1].numel()
-    e = torch.cat(errs)
+    e = torch.cat([(predict(b) - b.yq[..., 0]) ** 2 for b in sample_chunks(data, n, seed, chunk, L=L)])
     return float(e.mean()), float(e.std() / math.sqrt(e.numel()))
 
 
@@ -243,13 +236,9 @@ def model_risk(
     ``n`` fresh sequences (paired comparison): ``(mean (R,), std error (R,))`` over sequences and
     tasks.  ``L`` evaluates at another context length (length generalisation, chapter 5)."""
     n = check_int("n", n, 2)
-    gen = torch.Generator().manual_seed(seed)
-    dtype = model.Q.dtype
     errs = []
-    done = 0
-    while done < n:
-        b = sample_batch(data, min(chunk, n - done), gen, L=L, dtype=dtype).to(model.Q.device)
+    for b in sample_chunks(data, n, seed, chunk, L=L, dtype=model.Q.dtype):
+        b = b.to(model.Q.device)
         errs.append(((model(b) - b.yq) ** 2).mean(-1).cpu())  # (R, b)
-        done += errs[-1].shape[1]
     e = torch.cat(errs, dim=1)
     return e.mean(1), e.std(1) / math.sqrt(e.shape[1])

@@ -46,7 +46,7 @@ import torch
 
 from .circuits import DUMMY_TOL
 from .config import DataConfig, check_float, check_int
-from .data import Batch, sample_batch
+from .data import Batch, sample_chunks
 from .estimators import debiased_gd_predict, ridge_predict
 
 __all__ = [
@@ -270,13 +270,7 @@ def mc_task_risk(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Monte Carlo per-task risk of ``predict`` (multi-task batch -> ``(B, N)``): (mean (N,), se (N,))."""
     n = check_int("n", n, 2)
-    gen = torch.Generator().manual_seed(seed)
-    errs, done = [], 0
-    while done < n:
-        b = sample_batch(data, min(chunk, n - done), gen)
-        errs.append((predict(b) - b.yq) ** 2)  # (b, N)
-        done += errs[-1].shape[0]
-    e = torch.cat(errs)
+    e = torch.cat([(predict(b) - b.yq) ** 2 for b in sample_chunks(data, n, seed, chunk)])  # (n, N)
     return e.mean(0), e.std(0) / math.sqrt(e.shape[0])
 
 
@@ -287,13 +281,10 @@ def model_task_risk(
     """Per-task ICL risk of every model of an ensemble on one shared set of ``n`` fresh sequences:
     ``(mean (R, N), std error (R, N))`` (the per-task split of :func:`icl_lib.estimators.model_risk`)."""
     n = check_int("n", n, 2)
-    gen = torch.Generator().manual_seed(seed)
-    dtype, dev = model.Q.dtype, model.Q.device
-    errs, done = [], 0
-    while done < n:
-        b = sample_batch(data, min(chunk, n - done), gen, dtype=dtype).to(dev)
+    errs = []
+    for b in sample_chunks(data, n, seed, chunk, dtype=model.Q.dtype):
+        b = b.to(model.Q.device)
         errs.append(((model(b) - b.yq) ** 2).cpu())  # (R, b, N)
-        done += errs[-1].shape[1]
     e = torch.cat(errs, dim=1)
     return e.mean(1), e.std(1) / math.sqrt(e.shape[1])
 

@@ -32,7 +32,7 @@ import torch
 
 from . import estimators as est
 from .config import DataConfig, check_float, check_int
-from .data import Batch, sample_batch
+from .data import Batch, sample_batch, sample_chunks
 from .models import ACTIVATIONS
 
 __all__ = [
@@ -156,16 +156,12 @@ def realised_rate(model, data: DataConfig, n: int = 20_000, seed: int = 0, L: in
     square: ``E[y_hat u] / E[u^2]`` with ``u = (1/L) sum_i y_i (x_i - xbar)^T x_q`` (the effective
     learning rate measured at the level of predictions; paper 1, Table 1; chapter 5).  ``(R,)``."""
     n = check_int("n", n, 2)
-    gen = torch.Generator().manual_seed(seed)
     num = torch.zeros(model.R, dtype=torch.float64)
     den = 0.0
-    done = 0
-    while done < n:
-        b = sample_batch(data, min(5_000, n - done), gen, L=L, dtype=model.Q.dtype)
+    for b in sample_chunks(data, n, seed, 5_000, L=L, dtype=model.Q.dtype):
         u = est.debiased_gd_predict(b, 1.0)  # (B,)
         num += (model(b)[..., 0] * u).sum(-1).double().cpu()
         den += float((u * u).sum())
-        done += b.tokens.shape[0]
     return (num / den).numpy()
 
 
@@ -186,17 +182,12 @@ def prediction_gaps(
     model, e.g. GD at each model's own rate).  The key ``"target"`` holds the models' own ICL loss.
     Paper 1, Section 4.3 (the learned predictor is debiased GD); chapter 5."""
     n = check_int("n", n, 2)
-    gen = torch.Generator().manual_seed(seed)
-    dtype = model.Q.dtype
     sq: dict[str, list[torch.Tensor]] = {k: [] for k in [*predictors, "target"]}
-    done = 0
-    while done < n:
-        b = sample_batch(data, min(chunk, n - done), gen, L=L, dtype=dtype)
+    for b in sample_chunks(data, n, seed, chunk, L=L, dtype=model.Q.dtype):
         pred = model(b)[..., 0]  # (R, B)
         sq["target"].append((pred - b.yq[..., 0]) ** 2)
         for name, p in predictors.items():
             sq[name].append((pred - p(b).to(pred)) ** 2)  # (R, B)
-        done += b.tokens.shape[0]
     out = {}
     for name, parts in sq.items():
         e = torch.cat(parts, dim=-1)
@@ -219,18 +210,13 @@ def paired_losses(
     ``{"loss", "se", "diff", "diff_se"}`` where ``diff = loss(model) - loss(predictor)`` per model
     with its paired standard error (negative: the model is better).  Chapter 5."""
     n = check_int("n", n, 2)
-    gen = torch.Generator().manual_seed(seed)
-    dtype = model.Q.dtype
     err_m: list[torch.Tensor] = []
     err_p: dict[str, list[torch.Tensor]] = {k: [] for k in predictors}
-    done = 0
-    while done < n:
-        b = sample_batch(data, min(chunk, n - done), gen, L=L, dtype=dtype)
+    for b in sample_chunks(data, n, seed, chunk, L=L, dtype=model.Q.dtype):
         yq = b.yq[..., 0]  # (B,)
         err_m.append((model(b)[..., 0] - yq) ** 2)  # (R, B)
         for name, p in predictors.items():
             err_p[name].append((p(b).to(yq) - yq) ** 2)  # (B,) or (R, B)
-        done += b.tokens.shape[0]
     em = torch.cat(err_m, dim=-1)
     sqrt_n = math.sqrt(em.shape[-1])
     out = {"model": {"loss": em.mean(-1).numpy(), "se": (em.std(-1) / sqrt_n).numpy()}}

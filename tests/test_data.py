@@ -67,3 +67,15 @@ def test_fresh_and_reproducible():
 def test_length_override():
     b = sample_batch(DataConfig(d=3, L=4), 5, 0, L=11)
     assert b.x.shape == (5, 11, 3) and b.L == 11
+
+
+def test_sample_chunks_cover_n_from_one_generator():
+    from icl_lib.data import sample_chunks
+
+    data = DataConfig(d=3, L=4)
+    parts = list(sample_chunks(data, 7, seed=3, chunk=3))
+    assert [p.tokens.shape[0] for p in parts] == [3, 3, 1]
+    gen = torch.Generator().manual_seed(3)
+    again = [sample_batch(data, m, gen) for m in (3, 3, 1)]
+    for a, b in zip(parts, again):
+        assert torch.equal(a.tokens, b.tokens) and torch.equal(a.beta, b.beta)
