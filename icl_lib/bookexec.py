@@ -68,16 +68,15 @@ def execute_chapters(paths: list[str], cache_path: Path, jobs: int, timeout: int
     if not todo:
         print("bookexec: every chapter is cached")
         return 0
-    order = todo
     # Kernels inherit this environment: one thread each, no progress bars (as in the book build).
     os.environ.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "ICL_PROGRESS": "0"})
-    jobs = max(1, min(jobs, len(order)))
-    print(f"bookexec: executing {len(order)} chapter(s), {jobs} at a time, one thread each")
+    jobs = max(1, min(jobs, len(todo)))
+    print(f"bookexec: executing {len(todo)} chapter(s), {jobs} at a time, one thread each")
     failures = 0
     t0 = time.perf_counter()
     busy = 0.0
     with ProcessPoolExecutor(jobs) as pool:
-        futures = [pool.submit(_execute, p, timeout) for p in order]
+        futures = [pool.submit(_execute, p, timeout) for p in todo]
         for f in as_completed(futures):
             path, nb, seconds, err = f.result()
             busy += seconds

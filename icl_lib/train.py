@@ -188,22 +188,21 @@ class EnsembleTrainer:
         for a, b in zip(bounds[:-1], bounds[1:]):
             model = self.model.shard(a, b)
             sampler = TaskSampler([s.data for s in self.specs[a:b]], device=self.device, dtype=self.dtype)
-            params = [model.Q, model.K, model.V, model.O]
             buffer = torch.empty_like(self._buffer[a:b])  # its own tensor: views would share a version counter
-            out.append(_Shard(model, params, sampler, self.generators[a:b], buffer))
+            out.append(_Shard(model, sampler, self.generators[a:b], buffer))
         return out
 
     def _shard_grads(self, shard: "_Shard") -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         batch = shard.sampler.sample(self.tc.batch, shard.generators, out=shard.buffer, parallel=False)
         loss = shard.model.loss(batch)  # (R_shard,)
-        grads = torch.autograd.grad(loss.sum(), shard.params)
+        grads = torch.autograd.grad(loss.sum(), list(shard.model.parameters()))  # Q, K, V, O
         return loss.detach(), grads
 
     def _sharded_loss(self, pool) -> torch.Tensor:
         """Losses ``(R,)`` of a fresh batch; sets every parameter's ``.grad`` (the shards' gradients)."""
         futures = [pool.submit(self._shard_grads, sh) for sh in self._shards[1:]]
         parts = [self._shard_grads(self._shards[0])] + [f.result() for f in futures]
-        for i, p in enumerate((self.model.Q, self.model.K, self.model.V, self.model.O)):
+        for i, p in enumerate(self.model.parameters()):
             p.grad = torch.cat([g[i] for _, g in parts])
         return torch.cat([loss for loss, _ in parts])
 
@@ -374,10 +373,9 @@ class EnsembleTrainer:
 
 
 class _Shard(NamedTuple):
-    """Models ``a:b`` of an ensemble: a view model, its leaf parameters, sampler, generators, buffer."""
+    """Models ``a:b`` of an ensemble: a view model, its sampler, generators and batch buffer."""
 
     model: AttentionEnsemble
-    params: list
     sampler: TaskSampler
     generators: list
     buffer: torch.Tensor
