@@ -36,7 +36,7 @@ Tools: :mod:`icl_lib.bench` (``make bench``), :mod:`icl_lib.bookexec` and :mod:`
 __version__ = "0.1.0"
 # Bump when a change alters the numbers a run produces (model, sampler, initialisation, trainer):
 # it is part of every run-cache key.
-MODEL_CODE_VERSION = "3"
+MODEL_CODE_VERSION = "4"
 
 from .claims import Claims  # noqa: E402
 from .circuits import PatternSummary, mu_of, omega_of, summarize_pattern  # noqa: E402

@@ -165,7 +165,7 @@ class AttentionEnsemble(nn.Module):
     # ---------------------------------------------------------------- circuits and forward
     def circuits(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``KQ_h = K_h^T Q_h / sqrt(D)`` (R, H, D, D) and ``OV_h = O_h V_h`` (R, H, N, D), masked."""
-        KQ = torch.einsum("rhij,rhik->rhjk", self.K, self.Q) / math.sqrt(self.D)  # (R, H, D, D)
+        KQ = (self.K.mT @ self.Q) / math.sqrt(self.D)  # (R, H, D, D)
         OV = self.O @ self.V * self.head_mask[:, :, None, None]  # (R, H, N, D)
         return KQ, OV
 
@@ -181,21 +181,27 @@ class AttentionEnsemble(nn.Module):
     def forward(self, batch: Batch) -> torch.Tensor:
         """Predictions ``(R, B, N)`` for a batch with tokens ``(R, B, D, L+1)`` or ``(B, D, L+1)``.
 
+        Circuit form of paper 1, eq. (2.2): ``y_hat = sum_h OV_h Z softmax(Z^T KQ_h z_q)`` with
+        ``z_q = (x_q, 0)``.  The per-model products are batched matrix multiplications over the
+        whole ensemble (few, large ops: the engine's step is dominated by op count at small R).
         A batch without the leading R is shared by all models.
         """
         KQ, OV = self.circuits()
-        Zt, xq = batch.context, batch.xq  # (R|., B, D, L) context tokens as columns, (R|., B, d)
+        R, H, D, d = self.R, KQ.shape[1], self.D, self.d
+        Wq = KQ[..., :d].permute(0, 3, 1, 2).reshape(R, d, H * D)  # (R, d, H D): u_h = KQ_h z_q = x_q^T Wq
+        Wo = OV.permute(0, 1, 3, 2).reshape(R, H * D, -1)  # (R, H D, N): y_hat = sum_h OV_h pooled_h
+        Zt, xq = batch.context, batch.xq.contiguous()  # (R|., B, D, L) context tokens as columns, (R|., B, d)
         if Zt.dim() == 3:  # shared data: batch over sequences, models x heads as rows, no copy of Zt
-            R, H, B = self.R, KQ.shape[1], Zt.shape[0]
-            u = torch.einsum("rhed,bd->brhe", KQ[..., : self.d], xq).reshape(B, R * H, -1)  # (B, R H, D)
+            B = Zt.shape[0]
+            u = (xq @ Wq).view(R, B, H, D).transpose(0, 1).reshape(B, R * H, D)  # (B, R H, D)
             a = self.attention_weights(u @ Zt)  # (B, R H, L)
-            pooled = (a @ Zt.transpose(-1, -2)).view(B, R, H, -1)  # (B, R, H, D)
-            return torch.einsum("brhe,rhne->rbn", pooled, OV)  # (R, B, N)
-        u = torch.einsum("rhed,rbd->rbhe", KQ[..., : self.d], xq)  # (R, B, H, D) = KQ_h z_q, z_q = (x_q, 0)
+            pooled = (a @ Zt.mT).view(B, R, H * D).transpose(0, 1)  # (R, B, H D)
+            return pooled @ Wo  # (R, B, N)
+        u = torch.bmm(xq, Wq).view(R, -1, H, D)  # (R, B, H, D)
         s = u @ Zt  # (R, B, H, L) scores z_i^T KQ_h z_q
         a = self.attention_weights(s)  # (R, B, H, L)
-        pooled = a @ Zt.transpose(-1, -2)  # (R, B, H, D) = sum_i a_ih z_i
-        return torch.einsum("rbhe,rhne->rbn", pooled, OV)  # (R, B, N) = sum_h OV_h pooled_h
+        pooled = (a @ Zt.mT).view(R, -1, H * D)  # (R, B, H D) = sum_i a_ih z_i, heads side by side
+        return torch.bmm(pooled, Wo)  # (R, B, N)
 
     predict = forward
 

@@ -284,20 +284,32 @@ class EnsembleTrainer:
         t0 = time.perf_counter()
         last_ckpt = t0
         pool, threads = None, torch.get_num_threads()
-        if self._shards and until > self.step:
+        # A lone model on a CPU with spare cores draws its next batch in a second thread while it
+        # computes this step (both single-threaded); an ensemble uses its cores through shards.
+        prefetch = self.device.type == "cpu" and not self._shards and len(self.specs) == 1 and threads > 1
+        if (self._shards or prefetch) and until > self.step:
             from concurrent.futures import ThreadPoolExecutor
 
-            pool = ThreadPoolExecutor(len(self._shards) - 1, initializer=torch.set_num_threads, initargs=(1,))
+            workers = max(1, len(self._shards) - 1)
+            pool = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,))
             torch.set_num_threads(1)
+        pending: _Prefetch | None = None
+        spare = torch.empty_like(self._buffer) if prefetch else None
         try:
             while self.step < until:
                 if stop is not None and stop.is_set():
                     raise KeyboardInterrupt
                 t = self.step
-                if pool is not None:
+                if self._shards:
                     loss = self._sharded_loss(pool)  # (R,), gradients set
                 else:
-                    batch = self.sampler.sample(self.tc.batch, self.generators, out=self._buffer)
+                    if pending is not None:
+                        batch, pending = pending.future.result(), None
+                        self._buffer, spare = spare, self._buffer  # the prefetched buffer is now this step's
+                    else:
+                        batch = self.sampler.sample(self.tc.batch, self.generators, out=self._buffer)
+                    if prefetch and t + 1 < until:
+                        pending = _Prefetch.submit(pool, self.sampler, self.tc.batch, self.generators, spare)
                     loss = self._loss_fn(batch)  # (R,)
                 bad = ~torch.isfinite(loss)
                 self.first_bad = torch.where(bad & (self.first_bad < 0), t, self.first_bad)
@@ -306,7 +318,7 @@ class EnsembleTrainer:
                     recorded.add(t)
                     if bar is not None:
                         bar.set_postfix(val=f"{self.history['val_loss'][-1].mean():.4f}", refresh=False)
-                if pool is None:
+                if not self._shards:
                     self.opt.zero_grad(set_to_none=True)
                     loss.sum().backward()
                 self.opt.step()
@@ -315,6 +327,7 @@ class EnsembleTrainer:
                     bar.update(1)
                 now = time.perf_counter()
                 if self.checkpoint is not None and now - last_ckpt > self.checkpoint_every and self.step < steps:
+                    pending = _Prefetch.cancel(pending, self.generators)
                     self.elapsed += now - t0
                     t0 = now
                     self.save_checkpoint()
@@ -326,10 +339,12 @@ class EnsembleTrainer:
                 self._record(steps, final)
             self._check_finite()
         except KeyboardInterrupt:
+            pending = _Prefetch.cancel(pending, self.generators)
             self.elapsed += time.perf_counter() - t0
             self.save_checkpoint()
             raise
         finally:
+            _Prefetch.cancel(pending, self.generators)  # an error mid-step: leave the generators at this step
             if pool is not None:
                 pool.shutdown()
                 torch.set_num_threads(threads)
@@ -370,6 +385,29 @@ class EnsembleTrainer:
             }
             runs.append(Run(spec=s, params=params, history=hist, meta=meta))
         return runs
+
+
+class _Prefetch(NamedTuple):
+    """The next step's batch being drawn in another thread, and the generator states before it."""
+
+    future: object  # concurrent.futures.Future -> Batch
+    states: list
+
+    @classmethod
+    def submit(cls, pool, sampler: TaskSampler, batch: int, generators, out: torch.Tensor) -> "_Prefetch":
+        states = [[g.get_state() for g in gens] for gens in generators]
+        return cls(pool.submit(sampler.sample, batch, generators, out=out, parallel=False), states)
+
+    @staticmethod
+    def cancel(pending: "_Prefetch | None", generators) -> None:
+        """Wait for a batch drawn ahead and rewind the generators to before it (so a checkpoint
+        saved now resumes to the numbers of an uninterrupted run).  Returns ``None``."""
+        if pending is not None:
+            pending.future.exception()  # wait; an error there is the next draw's to raise
+            for gens, states in zip(generators, pending.states):
+                for g, st in zip(gens, states):
+                    g.set_state(st)
+        return None
 
 
 class _Shard(NamedTuple):

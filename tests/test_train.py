@@ -72,6 +72,60 @@ def test_sharded_checkpoint_resume_equals_uninterrupted(tmp_path):
     _same_runs(full, resumed)
 
 
+def _one_thread_runs(specs, **kw):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return EnsembleTrainer(specs, "cpu", progress=False, shards=1, **kw).run()
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def two_threads():
+    """A lone model draws its next batch ahead only when torch has more than one thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(2, threads))
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_lone_model_draws_ahead_with_the_numbers_of_one_thread(two_threads, tmp_path):
+    """One model on two threads samples the next batch while it computes: bitwise the numbers of
+    a one-thread loop, also when every step checkpoints (each cancels the batch drawn ahead) and
+    when trained in pieces."""
+    specs = [spec(3, 2)]
+    plain = _one_thread_runs(specs)
+    _same_runs(EnsembleTrainer(specs, "cpu", progress=False).run(), plain)
+    every = EnsembleTrainer(specs, "cpu", checkpoint=tmp_path / "c.pt", checkpoint_every=0.0, progress=False)
+    _same_runs(every.run(), plain)
+    tr = EnsembleTrainer(specs, "cpu", progress=False)
+    assert tr.run(until=23) is None and tr.run(until=40) is None
+    _same_runs(tr.run(), plain)
+
+
+def test_lone_model_interrupted_while_drawing_ahead_resumes_exactly(two_threads, tmp_path):
+    import threading
+
+    specs = [spec(4, 3)]
+    plain = _one_thread_runs(specs)
+    ckpt = tmp_path / "run.pt"
+    stop = threading.Event()
+    tr = EnsembleTrainer(specs, "cpu", checkpoint=ckpt, progress=False)
+    record = tr._record
+
+    def record_then_stop(step, loss):  # stop after a logged step, with the next batch drawn ahead
+        record(step, loss)
+        if step >= 20:
+            stop.set()
+
+    tr._record = record_then_stop
+    with pytest.raises(KeyboardInterrupt):
+        tr.run(stop=stop)
+    assert 20 < tr.step < TINY.steps
+    _same_runs(EnsembleTrainer(specs, "cpu", checkpoint=ckpt, progress=False).run(), plain)
+
+
 def test_small_ensembles_train_side_by_side_with_the_same_numbers():
     """train() runs small groups one per thread; a model's numbers equal its sharded training."""
     g1 = [spec(0, 2), spec(1, 3)]
