@@ -7,6 +7,8 @@ generators, and Adam/SGD act element-wise, so a model trained in an ensemble end
 alone (up to floating-point summation order; tested).  On a CPU the ensemble is split into one
 shard per thread, each trained single-threaded in its own thread (whole models per core instead of
 small tensors spread over cores by OpenMP); the numbers do not depend on the number of shards.
+A lone model on a multi-core CPU instead draws its next batch in a second thread while it computes
+the current step, with the numbers of a one-thread loop.
 
 The history records, at the steps of ``TrainConfig.log_steps()``, the training-batch loss, the loss
 on a fixed held-out validation set, and every head's ``KQ`` and ``OV`` circuits (chapter 3's
