@@ -13,8 +13,8 @@ the current step, with the numbers of a one-thread loop.
 The history records, at the steps of ``TrainConfig.log_steps()``, the training-batch loss, the loss
 on a fixed held-out validation set, and every head's ``KQ`` and ``OV`` circuits (chapter 3's
 dynamics).  Long runs checkpoint atomically (temporary file, then rename) and resume to the same
-parameters as an uninterrupted run.  A non-finite loss stops training with an error naming the
-step and the learning rate.
+parameters as an uninterrupted run, also after Ctrl-C (which ends the current step first).  A
+non-finite loss stops training with an error naming the step and the learning rate.
 
 :func:`train` is the entry point of the chapters: it looks runs up in the run cache
 (:mod:`icl_lib.cache`), trains what is missing as ensembles, and stores the results.
@@ -26,6 +26,8 @@ import ctypes
 import hashlib
 import json
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,7 +274,9 @@ class EnsembleTrainer:
         Returns the finished runs when training is complete, ``None`` when stopped early at
         ``until`` (the checkpoint, if any, then holds the state).  A ``KeyboardInterrupt``
         writes the checkpoint before it propagates; so does setting ``stop`` (a
-        ``threading.Event``, set by :func:`train` to stop the other threads' runs).
+        ``threading.Event``, set by :func:`train` to stop the other threads' runs).  In the main
+        thread a first Ctrl-C (SIGINT) lets the current step finish, so that the checkpoint
+        resumes to the numbers of an uninterrupted run; a second one interrupts at once.
         """
         steps = self.tc.steps
         until = steps if until is None else check_int("until", until, 0, steps)
@@ -297,9 +301,10 @@ class EnsembleTrainer:
             torch.set_num_threads(1)
         pending: _Prefetch | None = None
         spare = torch.empty_like(self._buffer) if prefetch else None
+        interrupted = _StepBoundarySigint()
         try:
             while self.step < until:
-                if stop is not None and stop.is_set():
+                if (stop is not None and stop.is_set()) or interrupted:
                     raise KeyboardInterrupt
                 t = self.step
                 if self._shards:
@@ -346,6 +351,7 @@ class EnsembleTrainer:
             self.save_checkpoint()
             raise
         finally:
+            interrupted.restore()
             _Prefetch.cancel(pending, self.generators)  # an error mid-step: leave the generators at this step
             if pool is not None:
                 pool.shutdown()
@@ -387,6 +393,31 @@ class EnsembleTrainer:
             }
             runs.append(Run(spec=s, params=params, history=hist, meta=meta))
         return runs
+
+
+class _StepBoundarySigint:
+    """While training in the main thread, turn a first SIGINT into a flag read at the next step
+    boundary (true when set); a second SIGINT goes to the previous handler at once."""
+
+    def __init__(self):
+        self.flag = False
+        self.previous = None
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not None:
+            self.previous = signal.signal(signal.SIGINT, self._handle)  # None: a handler not set from Python
+
+    def _handle(self, signum, frame):
+        if self.flag:
+            self.restore()
+            signal.raise_signal(signum)
+        self.flag = True
+
+    def __bool__(self) -> bool:
+        return self.flag
+
+    def restore(self) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+            self.previous = None
 
 
 class _Prefetch(NamedTuple):

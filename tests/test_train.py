@@ -126,6 +126,31 @@ def test_lone_model_interrupted_while_drawing_ahead_resumes_exactly(two_threads,
     _same_runs(EnsembleTrainer(specs, "cpu", checkpoint=ckpt, progress=False).run(), plain)
 
 
+@pytest.mark.parametrize("models", [1, 3])
+def test_ctrl_c_mid_step_resumes_exactly(two_threads, tmp_path, models):
+    """Ctrl-C (SIGINT) in the middle of a step ends the step first: the checkpoint then resumes
+    to the numbers of an uninterrupted run (a batch already drawn is not skipped)."""
+    import signal
+
+    specs = [spec(10 + r, 1 + r) for r in range(models)]
+    plain = EnsembleTrainer(specs, "cpu", progress=False).run()
+    ckpt = tmp_path / "run.pt"
+    tr = EnsembleTrainer(specs, "cpu", checkpoint=ckpt, progress=False)
+    record = tr._record
+
+    def record_then_interrupt(step, loss):  # after this step's batch was drawn, before its update
+        record(step, loss)
+        if step >= 20:
+            signal.raise_signal(signal.SIGINT)
+
+    tr._record = record_then_interrupt
+    with pytest.raises(KeyboardInterrupt):
+        tr.run()
+    assert 20 < tr.step < TINY.steps
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    _same_runs(EnsembleTrainer(specs, "cpu", checkpoint=ckpt, progress=False).run(), plain)
+
+
 def test_small_ensembles_train_side_by_side_with_the_same_numbers():
     """train() runs small groups one per thread; a model's numbers equal its sharded training."""
     g1 = [spec(0, 2), spec(1, 3)]
