@@ -40,7 +40,8 @@ import numpy as np
 import seaborn as sns
 import torch
 
-from .circuits import mu_of, omega_of
+from . import optimality
+from .circuits import omega_of
 from .config import check_float, check_int
 from .data import Batch
 
@@ -150,9 +151,9 @@ def kq_blocks(KQ: torch.Tensor, d: int) -> torch.Tensor:
 
 def effective_preconditioner(KQ: torch.Tensor, OV: torch.Tensor, d: int) -> torch.Tensor:
     """``sum_h mu_h KQ_h[:d, :d]``: the pre-conditioner (step included) of the linearised model
-    (paper 1, B.3; chapter 6); ``(..., d, d)`` from ``KQ (..., H, D, D)``, ``OV (..., H, N, D)``."""
-    mu = mu_of(OV, d).double()  # (..., H)
-    return (mu[..., None, None] * kq_blocks(KQ, d)).sum(-3)
+    (paper 1, B.3; chapter 6); ``(..., d, d)`` from ``KQ (..., H, D, D)``, ``OV (..., H, N, D)``,
+    in float64.  Chapter 5's :func:`icl_lib.optimality.effective_preconditioner` with ``c_f = 1``."""
+    return optimality.effective_preconditioner(KQ.double(), OV.double(), d)
 
 
 def trace_normalise(M: torch.Tensor) -> torch.Tensor:

@@ -44,7 +44,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from .circuits import DUMMY_TOL
+from .circuits import DUMMY_TOL, mu_of
 from .config import DataConfig, check_float, check_int
 from .data import Batch, sample_chunks
 from .estimators import debiased_gd_predict, ridge_predict
@@ -297,8 +297,7 @@ def kq_diagonal(KQ: torch.Tensor, d: int) -> torch.Tensor:
 
 def mu_matrix(OV: torch.Tensor, d: int) -> torch.Tensor:
     """``mu_{h,n} = OV_h[n, d + n]``: head ``h``'s weight from task ``n``'s label to output ``n``, ``(..., H, N)``."""
-    N = OV.shape[-2]
-    return torch.stack([OV[..., n, d + n] for n in range(N)], -1)
+    return torch.stack([mu_of(OV, d, n) for n in range(OV.shape[-2])], -1)
 
 
 def effective_gamma(KQ: torch.Tensor, OV: torch.Tensor, d: int) -> tuple[torch.Tensor, torch.Tensor]:

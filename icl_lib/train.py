@@ -562,7 +562,6 @@ def _train_concurrently(chunks: list, train_chunk: Callable) -> None:
 
     A ``KeyboardInterrupt`` asks every worker to checkpoint and stop, then propagates.
     """
-    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     stop = threading.Event()
