@@ -1,12 +1,14 @@
 """Command line: train an ensemble of attention models (paper 1's setup) and report its speed.
 
     python -m icl_lib train --heads 4 --d 5 --L 40 --sigma2 0.1 --steps 2000 --batch 256 \\
-        --lr 1e-3 --seed 0 --ensemble 8 --device auto [--out runs.pt]
+        --lr 1e-3 --seed 0 --ensemble 8 --device auto [--out runs.pt] [--draw-ahead K] [--cuda-graph]
 
 Trains ``--ensemble`` models with seeds ``seed, seed+1, ...`` side by side, shows a progress bar,
 and prints last one line ``steps_per_s=... model_steps_per_s=... final_loss=...`` (final loss: mean
 validation loss of the ensemble).  With ``--out`` the runs are saved atomically to that file and a
 checkpoint next to it (``<out>.ckpt``) lets an interrupted run resume where it stopped.
+``--draw-ahead`` draws the batches of that many steps at once (default: 1 on a CPU, 32 on a GPU);
+``--cuda-graph`` replays each step as a CUDA graph (GPU only).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--device", default="auto", help="cpu, cuda or auto (default auto)")
     t.add_argument("--out", type=Path, default=None, help="save the trained runs to this file")
     t.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    t.add_argument("--draw-ahead", default="auto", help="steps whose batches are drawn at once (default auto: 1 on cpu, 32 on cuda)")
+    t.add_argument("--cuda-graph", action="store_true", help="capture each training step as a CUDA graph (cuda only)")
     return ap
 
 
@@ -60,7 +64,10 @@ def _train(args) -> int:
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         ckpt = args.out.with_name(args.out.name + ".ckpt")
-    trainer = EnsembleTrainer(specs, args.device, checkpoint=ckpt, progress=not args.no_progress)
+    trainer = EnsembleTrainer(
+        specs, args.device, checkpoint=ckpt, progress=not args.no_progress, draw_ahead=args.draw_ahead,
+        graph=args.cuda_graph,
+    )
     start_step = trainer.step
     t0 = time.perf_counter()
     runs = trainer.run()

@@ -1,6 +1,6 @@
 """Benchmark: training speed of the ensemble engine against a plain reference implementation.
 
-    python -m icl_lib.bench [--device cpu|cuda|auto] [--ensembles 1 8 32] [--seconds 4]
+    python -m icl_lib.bench [--device cpu|cuda|auto] [--ensembles 1 8 32] [--seconds 4] [--graph on|off]
 
 Measures model-steps per second (one Adam step of one model on a fresh batch) for paper 1's
 setting H = 4, d = 5, L = 40, batch 256:
@@ -89,7 +89,7 @@ def _rate(fn, seconds: float, sync) -> float:
 
 
 def measure(device="auto", ensembles=(1, 8, 32), seconds: float = 4.0, repeats: int = 3, heads: int = 4,
-            compile: bool | str = "auto"):
+            compile: bool | str = "auto", graph: bool = False, draw_ahead: int | str = "auto"):
     """Return a list of result rows (dicts) for the reference and each ensemble size."""
     from .train import EnsembleTrainer
 
@@ -103,14 +103,16 @@ def measure(device="auto", ensembles=(1, 8, 32), seconds: float = 4.0, repeats: 
     trainers = {}
     for R in ensembles:
         specs = [RunSpec(DataConfig(d=d, L=L, sigma2=s2), ModelConfig(heads=heads), tc, seed=r) for r in range(R)]
-        trainers[R] = EnsembleTrainer(specs, dev, progress=False, compile=compile)
+        trainers[R] = EnsembleTrainer(specs, dev, progress=False, compile=compile, graph=graph, draw_ahead=draw_ahead)
 
     chunk = 25  # engine steps per timed call: run() checks for divergence (a device sync) once per call
 
     def engine_step(tr):
         return lambda: tr.run(until=tr.step + chunk)
 
-    def sample_only(tr):
+    def sample_only(tr):  # one step's batch (with draw-ahead: 1/K of drawing K steps' batches)
+        if tr.draw > 1:
+            return lambda: tr.sampler.sample(B, tr.generators, out=tr._chunk, steps=tr.draw)
         return lambda: tr.sampler.sample(B, tr.generators, out=tr._buffer)
 
     for _ in range(10):  # warm up everything (allocator, thread pool, compilation)
@@ -122,7 +124,7 @@ def measure(device="auto", ensembles=(1, 8, 32), seconds: float = 4.0, repeats: 
         rates["ref"].append(_rate(ref_step, seconds, sync))
         for R, tr in trainers.items():
             rates[R].append(_rate(engine_step(tr), seconds, sync) * R * chunk)
-            rates[("floor", R)].append(_rate(sample_only(tr), seconds / 2, sync) * R)
+            rates[("floor", R)].append(_rate(sample_only(tr), seconds / 2, sync) * R * tr.draw)
     ref_rate = statistics.median(rates["ref"])
     rows = [{"impl": "reference (nn.Linear, one model)", "R": 1, "model_steps_per_s": ref_rate, "ratio": 1.0}]
     for R in ensembles:
@@ -149,13 +151,23 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
                     help="torch.compile the loss (auto: on CUDA only)")
+    ap.add_argument("--graph", choices=["on", "off"], default="off", help="capture each step as a CUDA graph (cuda only)")
+    ap.add_argument("--draw-ahead", default="auto", help="steps whose batches are drawn at once (auto: 1 on cpu, 32 on cuda)")
     args = ap.parse_args(argv)
     compile_flag = {"auto": "auto", "on": True, "off": False}[args.compile]
-    dev = resolve_device(args.device)
+    from .train import resolve_draw_ahead
+
+    try:
+        dev = resolve_device(args.device)
+        draw = resolve_draw_ahead(args.draw_ahead, dev)
+    except ValueError as err:
+        print(f"python -m icl_lib.bench: error: {err}", file=sys.stderr)
+        return 2
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else (platform.processor() or platform.machine())
     print(f"device={dev.type} ({name}), torch {torch.__version__}, threads={torch.get_num_threads()}, "
-          f"H=4 d=5 L=40 batch=256, Adam")
-    rows = measure(dev.type, args.ensembles, args.seconds, args.repeats, compile=compile_flag)
+          f"H=4 d=5 L=40 batch=256, Adam, cuda graph {args.graph}, draw-ahead {args.draw_ahead}")
+    rows = measure(dev.type, args.ensembles, args.seconds, args.repeats, compile=compile_flag,
+                   graph=args.graph == "on", draw_ahead=draw)
     print(f"{'implementation':34s} {'R':>4s} {'model-steps/s':>14s} {'vs reference':>13s} {'sampling share':>15s}")
     for row in rows:
         share = f"{row['sampling_share']:.0%}" if "sampling_share" in row else "-"

@@ -282,13 +282,16 @@ class RunSpec:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    def key(self, device: str = "cpu") -> str:
-        """Hash of the full configuration, the device type and the model-code version (run cache)."""
+    def key(self, device: str = "cpu", draw_ahead: int = 1) -> str:
+        """Hash of the full configuration, the device type, the model-code version and, when it is
+        not 1, the number of steps whose batches are drawn at once (it orders the random numbers)
+        (run cache)."""
         from . import MODEL_CODE_VERSION
 
-        payload = json.dumps(
-            {"spec": self.to_dict(), "device": str(device), "code": MODEL_CODE_VERSION}, sort_keys=True
-        )
+        fields = {"spec": self.to_dict(), "device": str(device), "code": MODEL_CODE_VERSION}
+        if draw_ahead != 1:
+            fields["draw_ahead"] = int(draw_ahead)
+        payload = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
     def group_key(self) -> tuple:

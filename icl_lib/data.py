@@ -187,6 +187,7 @@ class TaskSampler:
         L: int | None = None,
         out: torch.Tensor | None = None,
         parallel: bool = True,
+        steps: int = 1,
     ) -> Batch:
         """Fresh ``(R, batch, ...)`` sequences; model ``r`` draws from ``generators[r]``.
 
@@ -196,21 +197,29 @@ class TaskSampler:
         ``[x^T (d, L+1) | eps -> y (N, L+1) | beta (N, d)]``, so the token matrix is a view.
         ``parallel=False`` draws in the calling thread only (the training engine's shards, which
         already run one per core).  The numbers do not depend on it.
+
+        ``steps > 1`` draws the batches of that many training steps at once (the engine's
+        draw-ahead on a GPU, one ``normal_`` call per model and stream for all of them): the
+        buffer is then ``(R, steps, batch, P)``, generator ``s`` fills slice ``s`` of every step's
+        batch, and the returned tensors are ``(R, steps, batch, ...)``.  ``steps = 1`` gives the
+        numbers of the plain call.
         """
         batch = check_int("batch", batch, 1)
+        steps = check_int("steps", steps, 1)
         L = self.L if L is None else check_int("L", L, 1)
         if len(generators) != self.R:
             raise ValueError(f"generators has {len(generators)} entries: accepted one list per model (R={self.R})")
-        d, N, R = self.d, self.n_tasks, self.R
-        D, T = d + N, L + 1
+        R = self.R
         P = self.numbers_per_sequence(L)
-        if out is None or out.shape != (R, batch, P):
-            out = torch.empty(R, batch, P, device=self.device, dtype=self.dtype)
+        shape = (R, batch, P) if steps == 1 else (R, steps, batch, P)
+        if out is None or out.shape != shape:
+            out = torch.empty(shape, device=self.device, dtype=self.dtype)
+        grid = out.view(R, steps, batch, P)
         jobs = []
         for r, gens in enumerate(generators):
             S = len(gens)
             bounds = [batch * s // S for s in range(S + 1)]
-            jobs += [(out[r, bounds[s] : bounds[s + 1]], g) for s, g in enumerate(gens) if bounds[s + 1] > bounds[s]]
+            jobs += [(grid[r, :, bounds[s] : bounds[s + 1]], g) for s, g in enumerate(gens) if bounds[s + 1] > bounds[s]]
         # Only the normal_ calls run on the thread pool: each is one long call that releases the
         # GIL.  The transforms below are a few ops over the whole ensemble in this thread (small
         # ops spread over threads would queue on the GIL instead of running in parallel).
@@ -219,16 +228,29 @@ class TaskSampler:
         else:
             for job in jobs:
                 _fill_normal(*job)
-        tokens = out[..., : D * T].unflatten(-1, (D, T))  # (R, B, D, L+1)
-        xT, yT = tokens[:, :, :d], tokens[:, :, d:]  # (R, B, d, L+1) covariates, (R, B, N, L+1) noise for now
+        self._transform(out.view(R, steps * batch, P), L)
+        return self.views(out, L)
+
+    def views(self, out: torch.Tensor, L: int | None = None) -> Batch:
+        """The :class:`Batch` whose tensors are views of a sampled buffer ``(R, [steps,] batch, P)``."""
+        L = self.L if L is None else L
+        d, N = self.d, self.n_tasks
+        D, T = d + N, L + 1
+        tokens = out[..., : D * T].unflatten(-1, (D, T))  # (R, [K,] B, D, L+1)
+        beta = out[..., D * T :].unflatten(-1, (N, d))  # (R, [K,] B, N, d)
+        return Batch(tokens, beta)
+
+    def _transform(self, flat: torch.Tensor, L: int) -> None:
+        """Turn the standard normals of ``flat (R, n, P)`` into sequences of each model's task, in place."""
+        d = self.d
+        tokens, beta = self.views(flat, L)
+        xT, yT = tokens[:, :, :d], tokens[:, :, d:]  # (R, n, d, L+1) covariates, (R, n, N, L+1) noise for now
         if self.chol is not None:
             xT.copy_(self.chol[:, None] @ xT)  # x = C z ~ N(0, C C^T)
-        beta = out[..., D * T :].unflatten(-1, (N, d))  # (R, B, N, d)
         beta.mul_(self.beta_scale[:, None])
         yT.mul_(self.noise_std[:, None, None, None])
         for k in range(d):  # y_n = beta_n^T x + eps_n, one covariate row at a time
             yT.addcmul_(xT[:, :, k : k + 1, :], beta[:, :, :, k : k + 1])
-        return Batch(tokens, beta)
 
 
 def sample_batch(

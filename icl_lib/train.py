@@ -10,6 +10,13 @@ small tensors spread over cores by OpenMP); the numbers do not depend on the num
 A lone model on a multi-core CPU instead draws its next batch in a second thread while it computes
 the current step, with the numbers of a one-thread loop.
 
+On a GPU, where a step is bound by kernel launches rather than arithmetic, the batches of
+``GPU_DRAW_AHEAD`` steps are drawn at once (one ``normal_`` launch per model and stream for all of
+them; a checkpoint taken inside such a block resumes by drawing it again), and ``graph=True``
+captures one whole step (forward, backward, Adam with its step count on the device, the
+divergence bookkeeping) as a CUDA graph after a few eager warm-up steps, then replays it.  The
+graph path is checked by ``.ci/gpu-check`` on a machine with a GPU (CI has none).
+
 The history records, at the steps of ``TrainConfig.log_steps()``, the training-batch loss, the loss
 on a fixed held-out validation set, and every head's ``KQ`` and ``OV`` circuits (chapter 3's
 dynamics).  Long runs checkpoint atomically (temporary file, then rename) and resume to the same
@@ -41,6 +48,23 @@ from .data import Batch, TaskSampler, derive_seed, make_generators
 from .models import AttentionEnsemble
 
 __all__ = ["EnsembleTrainer", "Run", "train", "TrainingDiverged", "validation_batch", "stack_models"]
+
+
+GPU_DRAW_AHEAD = 32  # steps whose batches a GPU draws at once; part of a CUDA run's cache key
+_GRAPH_WARMUP = 3  # eager steps (on a side stream) before a step is captured as a CUDA graph
+
+
+def resolve_draw_ahead(draw_ahead: int | str, device: torch.device) -> int:
+    """Steps whose batches are drawn at once: ``"auto"`` is 1 on a CPU (one step's batch, drawn
+    while the cores are busy anyway) and :data:`GPU_DRAW_AHEAD` on a GPU (one ``normal_`` launch
+    per model and stream for that many steps instead of one per step)."""
+    if draw_ahead == "auto":
+        return GPU_DRAW_AHEAD if torch.device(device).type == "cuda" else 1
+    if isinstance(draw_ahead, str):  # the command line's text
+        if not draw_ahead.strip().isdigit():
+            raise ValueError(f"draw_ahead={draw_ahead!r} is invalid: accepted 'auto' or an integer in [1, 4096]")
+        draw_ahead = int(draw_ahead)
+    return check_int("draw_ahead", draw_ahead, 1, 4096)
 
 
 _ALLOCATOR_TUNED = False
@@ -97,6 +121,8 @@ class EnsembleTrainer:
         progress: bool = True,
         compile: bool | str = "auto",
         shards: int | None = None,
+        draw_ahead: int | str = "auto",
+        graph: bool = False,
     ):
         specs = list(specs)
         if not specs:
@@ -110,6 +136,11 @@ class EnsembleTrainer:
                 )
         self.specs = specs
         self.device = resolve_device(device)
+        self.draw = resolve_draw_ahead(draw_ahead, self.device)
+        if graph not in (True, False):
+            raise ValueError(f"graph={graph!r} is invalid: accepted True or False")
+        if graph and self.device.type != "cuda":
+            raise ValueError(f"graph=True is invalid on device {self.device.type}: accepted only on cuda (CUDA graphs)")
         if self.device.type == "cpu":
             tune_cpu_allocator()
         tc = specs[0].train
@@ -123,6 +154,8 @@ class EnsembleTrainer:
         params = [self.model.Q, self.model.K, self.model.V, self.model.O]
         if tc.optimizer == "adam":
             opt_kw = {"fused": True} if self.device.type in ("cpu", "cuda") else {}
+            if self.device.type == "cuda":  # step count on the GPU: the same kernel eager and in a CUDA graph
+                opt_kw["capturable"] = True
             self.opt = torch.optim.Adam(params, lr=tc.lr, **opt_kw)
         else:
             self.opt = torch.optim.SGD(params, lr=tc.lr)
@@ -142,8 +175,24 @@ class EnsembleTrainer:
         self.progress = progress and os.environ.get("ICL_PROGRESS", "1") != "0"
         P = self.sampler.numbers_per_sequence()
         self._buffer = torch.empty(len(specs), tc.batch, P, device=self.device, dtype=self.dtype)  # (R, B, P) reused
-        self._loss_fn = self._make_loss_fn(compile)
-        self._shards = self._make_shards(shards)
+        self._batch = self.sampler.views(self._buffer)  # this step's batch when it is copied into the buffer
+        # Draw-ahead (GPU): the batches of `draw` steps are drawn at once into `_chunk` (R, draw, B, P);
+        # `_chunk_at` is the first step it holds (None: none), `_pre_chunk` the generator states before it.
+        self._chunk = None
+        self._chunk_at: int | None = None
+        self._pre_chunk: list | None = None
+        if self.draw > 1:
+            self._chunk = torch.empty(len(specs), self.draw, tc.batch, P, device=self.device, dtype=self.dtype)
+        # CUDA graph of one whole step (forward, backward, optimizer): captured after a few eager steps.
+        self._graph_on = graph
+        self._graph = None
+        self._graph_loss: torch.Tensor | None = None
+        self._graph_next: int | None = None  # the step the device counter `_t_dev` holds
+        self._eager_steps = 0  # eager steps since construction or the last load_state_dict
+        self._loss_fn = self.model.loss if graph else self._make_loss_fn(compile)
+        if self.draw > 1 and shards not in (None, 1):
+            raise ValueError(f"shards={shards} is invalid with draw_ahead={self.draw}: accepted 1 (draw-ahead is for one program)")
+        self._shards = self._make_shards(1 if self.draw > 1 else shards)
         if self.checkpoint is not None and self.checkpoint.exists():
             self.load_state_dict(torch.load(self.checkpoint, map_location=self.device, weights_only=True))
 
@@ -218,15 +267,25 @@ class EnsembleTrainer:
             "elapsed": self.elapsed,
             "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
             "opt": self.opt.state_dict(),
-            "generators": [[g.get_state() for g in gens] for gens in self.generators],
+            "generators": self._generator_states(),
             "first_bad": self.first_bad.clone(),
             "history": {k: list(v) for k, v in self.history.items()},
         }
+
+    def _generator_states(self) -> list:
+        """The generators' states for a checkpoint: with draw-ahead, those from before the batches
+        drawn ahead that are not yet all used (so that a resumed run draws them again)."""
+        if self._chunk_at is not None and self.step < self._chunk_at + self.draw:
+            return [[st.clone() for st in states] for states in self._pre_chunk]
+        return [[g.get_state() for g in gens] for gens in self.generators]
 
     def load_state_dict(self, state: dict) -> None:
         mine = [json.dumps(s.to_dict(), sort_keys=True) for s in self.specs]
         if state["specs"] != mine:
             raise ValueError("checkpoint does not match these runs: accepted a checkpoint of the same RunSpecs")
+        self._chunk_at = self._pre_chunk = None
+        self._graph = self._graph_loss = self._graph_next = None  # the graph holds the replaced tensors
+        self._eager_steps = 0
         self.model.load_state_dict(state["model"])
         self.opt.load_state_dict(state["opt"])
         for gens, states in zip(self.generators, state["generators"]):
@@ -234,7 +293,7 @@ class EnsembleTrainer:
                 g.set_state(st.cpu() if g.device.type == "cpu" else st)
         self.step = int(state["step"])
         self.elapsed = float(state["elapsed"])
-        self.first_bad = state["first_bad"].to(self.device)
+        self.first_bad.copy_(state["first_bad"])
         self.history = {k: list(v) for k, v in state["history"].items()}
 
     def save_checkpoint(self) -> None:
@@ -246,16 +305,78 @@ class EnsembleTrainer:
         torch.save(self.state_dict(), tmp)
         os.replace(tmp, self.checkpoint)
 
+    # ----------------------------------------------------------------- one step
+    def _ahead_batch(self, t: int) -> Batch:
+        """Step ``t``'s batch from the batches drawn ahead (drawing the next ``draw`` steps' when
+        ``t`` is past them), copied into the step buffer."""
+        k = t % self.draw
+        if self._chunk_at != t - k:
+            self._pre_chunk = [[g.get_state() for g in gens] for gens in self.generators]
+            self.sampler.sample(self.tc.batch, self.generators, out=self._chunk, steps=self.draw)
+            self._chunk_at = t - k
+        self._buffer.copy_(self._chunk[:, k])
+        return self._batch
+
+    def _mark_bad(self, loss: torch.Tensor, t) -> None:
+        """Remember the first step at which each model's loss was not finite (no device sync)."""
+        self.first_bad.copy_(torch.where(~torch.isfinite(loss) & (self.first_bad < 0), t, self.first_bad))
+
+    def _eager_step(self, batch: Batch, t: int) -> torch.Tensor:
+        """Loss ``(R,)`` of ``batch`` at the current parameters, then one optimizer step."""
+        loss = self._loss_fn(batch)  # (R,)
+        self._mark_bad(loss, t)
+        self.opt.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        self.opt.step()
+        self._eager_steps += 1
+        return loss
+
+    def _capture(self) -> None:
+        """Capture one step on the batch in ``_buffer`` as a CUDA graph (the whole-network capture
+        of torch's CUDA-graph notes: the warm-up steps before it ran eagerly on a side stream).
+        Capturing runs nothing, so on failure training goes on eagerly, with a warning."""
+        try:
+            self._t_dev = torch.zeros((), dtype=torch.long, device=self.device)
+            self.opt.zero_grad(set_to_none=True)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                loss = self.model.loss(self._batch)
+                self._mark_bad(loss, self._t_dev)
+                self._t_dev.add_(1)
+                loss.sum().backward()
+                self.opt.step()
+        except Exception as err:  # noqa: BLE001 - any capture failure falls back to eager steps
+            import warnings
+
+            warnings.warn(f"CUDA graph capture failed, training on without it: {err}", RuntimeWarning, stacklevel=3)
+            self._graph_on = False
+            self.opt.zero_grad(set_to_none=True)
+            return
+        self._graph, self._graph_loss, self._graph_next = graph, loss, None
+
+    def _graph_step(self, t: int) -> torch.Tensor:
+        """Replay the captured step on the batch in ``_buffer``; returns its loss ``(R,)``."""
+        if self._graph_next != t:
+            self._t_dev.fill_(t)
+        self._graph.replay()
+        self._graph_next = t + 1
+        return self._graph_loss
+
     # ----------------------------------------------------------------- loop
     @torch.no_grad()
-    def _record(self, step: int, train_loss: torch.Tensor) -> None:
+    def _snapshot(self) -> tuple:
+        """What the history records of the current parameters: circuits and validation loss."""
         KQ, OV = self.model.circuits()
-        val_loss = self.model.loss(self.val)
+        return KQ.float().cpu(), OV.float().cpu(), self.model.loss(self.val).float().cpu()
+
+    def _record(self, step: int, train_loss: torch.Tensor, snapshot: tuple | None = None) -> None:
+        """Append step ``step`` to the history (``snapshot``: taken at that step's parameters)."""
+        KQ, OV, val_loss = self._snapshot() if snapshot is None else snapshot
         self.history["step"].append(step)
         self.history["train_loss"].append(train_loss.detach().float().cpu())
-        self.history["val_loss"].append(val_loss.float().cpu())
-        self.history["KQ"].append(KQ.float().cpu())
-        self.history["OV"].append(OV.float().cpu())
+        self.history["val_loss"].append(val_loss)
+        self.history["KQ"].append(KQ)
+        self.history["OV"].append(OV)
         self._check_finite()
 
     def _check_finite(self) -> None:
@@ -293,6 +414,10 @@ class EnsembleTrainer:
         # A lone model on a CPU with spare cores draws its next batch in a second thread while it
         # computes this step (both single-threaded); an ensemble uses its cores through shards.
         prefetch = self.device.type == "cpu" and not self._shards and len(self.specs) == 1 and threads > 1
+        prefetch = prefetch and self.draw == 1
+        side = None  # a graph's warm-up steps run on a side stream (torch's CUDA-graph notes)
+        if self._graph_on and self._graph is None and until > self.step:
+            side = torch.cuda.Stream(self.device)
         if (self._shards or prefetch) and until > self.step:
             from concurrent.futures import ThreadPoolExecutor
 
@@ -307,28 +432,37 @@ class EnsembleTrainer:
                 if (stop is not None and stop.is_set()) or interrupted:
                     raise KeyboardInterrupt
                 t = self.step
+                snapshot = self._snapshot() if t in log_set and t not in recorded else None
                 if self._shards:
                     loss = self._sharded_loss(pool)  # (R,), gradients set
+                    self._mark_bad(loss, t)
+                    self.opt.step()
                 else:
                     if pending is not None:
                         batch, pending = pending.future.result(), None
                         self._buffer, spare = spare, self._buffer  # the prefetched buffer is now this step's
+                    elif self.draw > 1:
+                        batch = self._ahead_batch(t)
                     else:
                         batch = self.sampler.sample(self.tc.batch, self.generators, out=self._buffer)
                     if prefetch and t + 1 < until:
                         pending = _Prefetch.submit(pool, self.sampler, self.tc.batch, self.generators, spare)
-                    loss = self._loss_fn(batch)  # (R,)
-                bad = ~torch.isfinite(loss)
-                self.first_bad = torch.where(bad & (self.first_bad < 0), t, self.first_bad)
-                if t in log_set and t not in recorded:
-                    self._record(t, loss)
+                    if self._graph_on and self._graph is None and self._eager_steps >= _GRAPH_WARMUP:
+                        self._capture()
+                    if self._graph is not None:
+                        loss = self._graph_step(t)
+                    elif side is not None and self._graph_on:
+                        side.wait_stream(torch.cuda.current_stream(self.device))
+                        with torch.cuda.stream(side):
+                            loss = self._eager_step(batch, t)
+                        torch.cuda.current_stream(self.device).wait_stream(side)
+                    else:
+                        loss = self._eager_step(batch, t)
+                if snapshot is not None:
+                    self._record(t, loss, snapshot)
                     recorded.add(t)
                     if bar is not None:
                         bar.set_postfix(val=f"{self.history['val_loss'][-1].mean():.4f}", refresh=False)
-                if not self._shards:
-                    self.opt.zero_grad(set_to_none=True)
-                    loss.sum().backward()
-                self.opt.step()
                 self.step = t + 1
                 if bar is not None:
                     bar.update(1)
@@ -342,7 +476,7 @@ class EnsembleTrainer:
             if self.step == steps and steps not in recorded:
                 with torch.no_grad():
                     final = self.model.loss(self.sampler.sample(self.tc.batch, self.generators))
-                    self.first_bad = torch.where(~torch.isfinite(final) & (self.first_bad < 0), steps, self.first_bad)
+                    self._mark_bad(final, steps)
                 self._record(steps, final)
             self._check_finite()
         except KeyboardInterrupt:
@@ -390,6 +524,8 @@ class EnsembleTrainer:
                 "ensemble": R,
                 "seconds": self.elapsed,
                 "model_steps_per_s": R * self.tc.steps / max(self.elapsed, 1e-9),
+                "draw_ahead": self.draw,
+                "cuda_graph": self._graph is not None,
             }
             runs.append(Run(spec=s, params=params, history=hist, meta=meta))
         return runs
@@ -584,13 +720,16 @@ def train(
     cache: bool = True,
     progress: bool = True,
     max_ensemble: int = 64,
+    graph: bool | None = None,
 ) -> list[Run]:
     """Train (or load from the run cache) every spec; returns one :class:`Run` per spec, in order.
 
     Runs missing from the cache are grouped by shape into ensembles of at most ``max_ensemble``
-    models; on a CPU, small ensembles train side by side, one per thread (:func:`_schedule`).  With ``cache=True`` a run in progress checkpoints into the cache folder and resumes
-    there if interrupted; two processes asking for the same runs train them once (the second
-    waits on a file lock, then loads).
+    models; on a CPU, small ensembles train side by side, one per thread (:func:`_schedule`).
+    With ``cache=True`` a run in progress checkpoints into the cache folder and resumes there if
+    interrupted; two processes asking for the same runs train them once (the second waits on a
+    file lock, then loads).  ``graph`` captures each step as a CUDA graph (GPU only; ``None``:
+    when the environment variable ``ICL_CUDA_GRAPH`` is ``1``).
     """
     from .cache import RunCache
 
@@ -600,7 +739,10 @@ def train(
             raise ValueError(f"specs[{k}]={s!r} is invalid: accepted a RunSpec")
     max_ensemble = check_int("max_ensemble", max_ensemble, 1)
     dev = resolve_device(device)
-    keys = [s.key(dev.type) for s in specs]
+    if graph is None:
+        graph = dev.type == "cuda" and os.environ.get("ICL_CUDA_GRAPH", "0") == "1"
+    draw = resolve_draw_ahead("auto", dev)
+    keys = [s.key(dev.type, draw) for s in specs]
     store = RunCache() if cache else None
     found: dict[str, Run] = {}
     if store is not None:
@@ -619,7 +761,9 @@ def train(
 
     def train_chunk(chunk: list[str], shards: int | None = None, stop=None) -> None:
         if store is None:
-            runs = EnsembleTrainer([todo[k] for k in chunk], dev, progress=progress, shards=shards).run(stop=stop)
+            runs = EnsembleTrainer(
+                [todo[k] for k in chunk], dev, progress=progress, shards=shards, draw_ahead=draw, graph=graph
+            ).run(stop=stop)
             found.update(zip(chunk, runs))
             return
         with store.locked(chunk):
@@ -633,7 +777,9 @@ def train(
             if not missing:
                 return
             ckpt = store.checkpoint_path(missing)
-            trainer = EnsembleTrainer([todo[k] for k in missing], dev, checkpoint=ckpt, progress=progress, shards=shards)
+            trainer = EnsembleTrainer(
+                [todo[k] for k in missing], dev, checkpoint=ckpt, progress=progress, shards=shards, draw_ahead=draw, graph=graph
+            )
             runs = trainer.run(stop=stop)
             for k, run in zip(missing, runs):
                 store.save(k, run)

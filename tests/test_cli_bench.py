@@ -47,7 +47,9 @@ def test_cli_trains_and_reports(tmp_path):
 
 def test_cli_rejects_bad_arguments():
     for args, name in ((["--heads", "0"], "heads=0"), (["--L", "-3"], "L=-3"), (["--device", "tpu"], "device='tpu'"),
-                       (["--ensemble", "0"], "ensemble=0"), (["--sigma2", "-1"], "sigma2=-1")):
+                       (["--ensemble", "0"], "ensemble=0"), (["--sigma2", "-1"], "sigma2=-1"),
+                       (["--draw-ahead", "0"], "draw_ahead=0"), (["--draw-ahead", "x"], "draw_ahead='x'"),
+                       (["--device", "cpu", "--cuda-graph"], "graph=True")):
         p = run_cli("train", "--steps", "5", *args)
         assert p.returncode == 2 and name in p.stderr, (args, p.stderr)
     p = run_cli("train", "--steps", "abc")

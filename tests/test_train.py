@@ -114,8 +114,8 @@ def test_lone_model_interrupted_while_drawing_ahead_resumes_exactly(two_threads,
     tr = EnsembleTrainer(specs, "cpu", checkpoint=ckpt, progress=False)
     record = tr._record
 
-    def record_then_stop(step, loss):  # stop after a logged step, with the next batch drawn ahead
-        record(step, loss)
+    def record_then_stop(step, loss, *snapshot):  # stop after a logged step, with the next batch drawn ahead
+        record(step, loss, *snapshot)
         if step >= 20:
             stop.set()
 
@@ -136,14 +136,14 @@ def test_ctrl_c_mid_step_resumes_exactly(two_threads, tmp_path, models):
     plain = EnsembleTrainer(specs, "cpu", progress=False).run()
     ckpt = tmp_path / "run.pt"
     tr = EnsembleTrainer(specs, "cpu", checkpoint=ckpt, progress=False)
-    record = tr._record
+    mark_bad = tr._mark_bad
 
-    def record_then_interrupt(step, loss):  # after this step's batch was drawn, before its update
-        record(step, loss)
+    def interrupt_mid_step(loss, step):  # after this step's batch was drawn, before its update
+        mark_bad(loss, step)
         if step >= 20:
             signal.raise_signal(signal.SIGINT)
 
-    tr._record = record_then_interrupt
+    tr._mark_bad = interrupt_mid_step
     with pytest.raises(KeyboardInterrupt):
         tr.run()
     assert 20 < tr.step < TINY.steps
@@ -251,6 +251,118 @@ def test_cache_key_changes_with_config():
     assert spec(0).key() != spec(0, 3).key()
     assert spec(0).key("cpu") != spec(0).key("cuda")
     assert spec(0).key() == spec(0).key()
+    assert spec(0).key("cuda", 32) != spec(0).key("cuda") and spec(0).key("cpu", 1) == spec(0).key("cpu")
+
+
+# --------------------------------------------------------------------------- draw-ahead (the GPU's default)
+def _steps_batches(trainer, steps):
+    """Train ``steps`` steps, returning a copy of each step's batch tokens ``(R, B, D, L+1)``."""
+    seen, eager = [], trainer._eager_step
+
+    def record(batch, t):
+        seen.append(batch.tokens.clone())
+        return eager(batch, t)
+
+    trainer._eager_step = record
+    trainer.run(until=steps)
+    return seen
+
+
+def test_draw_ahead_uses_each_drawn_batch_once_in_order():
+    """With draw_ahead=K step t trains on slice t mod K of the K steps' batches drawn at once, each
+    model from its own generators (the same numbers as drawing that model's K batches alone)."""
+    from icl_lib.data import TaskSampler, make_generators
+
+    specs = [spec(0, 1), spec(7, 2)]
+    seen = _steps_batches(EnsembleTrainer(specs, "cpu", progress=False, draw_ahead=4), 10)
+    for r, s in enumerate(specs):
+        gens = [make_generators(s.seed, "train", "cpu")]
+        sampler = TaskSampler([s.data], dtype=torch.float64)
+        drawn = torch.cat([sampler.sample(TINY.batch, gens, steps=4).tokens[0] for _ in range(3)])  # 12 steps
+        for t in range(10):
+            assert torch.equal(seen[t][r], drawn[t]), (r, t)
+    assert not torch.equal(seen[0], seen[4])
+
+
+def test_draw_ahead_steps_one_is_the_plain_draw():
+    from icl_lib.data import TaskSampler, make_generators
+
+    s = spec(3)
+    sampler = TaskSampler([s.data, s.data], dtype=torch.float64)
+    a = sampler.sample(TINY.batch, [make_generators(s.seed, "train", "cpu")] * 2, steps=1)
+    b = sampler.sample(TINY.batch, [make_generators(s.seed, "train", "cpu")] * 2)
+    assert a.tokens.shape == b.tokens.shape and torch.equal(a.tokens, b.tokens)
+
+
+@pytest.mark.parametrize("stop_at", [10, 12])  # inside the third block of 4 steps, and at its start
+def test_draw_ahead_resumes_exactly(tmp_path, stop_at):
+    """A run with draw-ahead stopped mid-block and resumed from its checkpoint redraws that block:
+    it ends bitwise where the uninterrupted run ends, as does a run trained in pieces."""
+    specs = [spec(0, 2), spec(1, 3)]
+    plain = EnsembleTrainer(specs, "cpu", progress=False, draw_ahead=4).run()
+    ckpt = tmp_path / "run.pt"
+    first = EnsembleTrainer(specs, "cpu", checkpoint=ckpt, progress=False, draw_ahead=4)
+    assert first.run(until=stop_at) is None and ckpt.exists()
+    _same_runs(EnsembleTrainer(specs, "cpu", checkpoint=ckpt, progress=False, draw_ahead=4).run(), plain)
+    pieces = EnsembleTrainer(specs, "cpu", progress=False, draw_ahead=4)
+    for until in (3, 4, 9, 30, 59):
+        pieces.run(until=until)
+    _same_runs(pieces.run(), plain)
+
+
+def test_draw_ahead_trains_like_the_plain_draw():
+    """Another order of the random numbers, the same training: final validation losses of five
+    seeds agree with those of the plain draw within their seed-to-seed spread."""
+    tc = dataclasses.replace(TINY, steps=300, lr=1e-2)
+    specs = [spec(s, 2, train=tc) for s in range(5)]
+    a = torch.tensor([r.val_loss for r in EnsembleTrainer(specs, "cpu", progress=False, draw_ahead=1).run()])
+    b = torch.tensor([r.val_loss for r in EnsembleTrainer(specs, "cpu", progress=False, draw_ahead=16).run()])
+    assert not torch.equal(a, b)
+    assert abs(a.mean() - b.mean()) < 2 * (a.std() + b.std()) / 5**0.5
+
+
+def test_draw_ahead_and_graph_reject_bad_values():
+    for kw, text in (({"draw_ahead": 0}, "draw_ahead=0"), ({"draw_ahead": "x"}, "draw_ahead='x'"),
+                     ({"draw_ahead": 2, "shards": 2}, "shards=2"), ({"graph": "yes"}, "graph='yes'"),
+                     ({"graph": True}, "graph=True")):
+        with pytest.raises(ValueError, match=text):
+            EnsembleTrainer([spec(0), spec(1)], "cpu", progress=False, **kw)
+
+
+# --------------------------------------------------------------------------- CUDA graphs (GPU only)
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@cuda
+def test_cuda_graph_steps_equal_eager_steps(tmp_path):
+    """Replaying the captured step gives the numbers of the eager steps (same kernels), also when
+    the graph run is stopped and resumed from its checkpoint (it re-captures)."""
+    tc = dataclasses.replace(TINY, steps=200, dtype="float32")
+    specs = [spec(s, 1 + s % 4, train=tc) for s in range(6)]
+    eager = EnsembleTrainer(specs, "cuda", progress=False, compile=False).run()
+    graph = EnsembleTrainer(specs, "cuda", progress=False, graph=True)
+    runs = graph.run()
+    assert graph._graph is not None, "the step was not captured"
+    for a, b in zip(eager, runs):
+        for k in "QKVO":
+            torch.testing.assert_close(b.params[k], a.params[k], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(b.history["val_loss"], a.history["val_loss"], rtol=1e-5, atol=1e-6)
+    ckpt = tmp_path / "run.pt"
+    assert EnsembleTrainer(specs, "cuda", checkpoint=ckpt, progress=False, graph=True).run(until=77) is None
+    _same_runs(EnsembleTrainer(specs, "cuda", checkpoint=ckpt, progress=False, graph=True).run(), runs)
+
+
+@cuda
+def test_cuda_graph_reports_divergence_at_its_step():
+    """A loss that turns NaN inside a replayed step is reported with that step (device counter)."""
+    tc = dataclasses.replace(TINY, steps=200, dtype="float32")
+    tr = EnsembleTrainer([spec(0, train=tc)], "cuda", progress=False, graph=True)
+    tr.run(until=10)
+    assert tr._graph is not None
+    with torch.no_grad():
+        tr.model.V.fill_(float("nan"))  # in place: the graph reads these parameters
+    with pytest.raises(TrainingDiverged, match=r"step 10 .*lr=0.003"):
+        tr.run()
 
 
 def test_progress_bar_follows_icl_progress(monkeypatch, capsys):
