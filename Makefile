@@ -28,7 +28,7 @@ MATHJAX_OUT   := $(MATHJAX_DIR)/html/_static/mathjax
 MATHJAX_STAMP := $(MATHJAX_DIR)/.installed-$(MATHJAX_PKG)
 MATHJAX_SRC    = $(MATHJAX_DIR)/npm/node_modules/mathjax/es5
 
-.PHONY: install test unit nbval book mathjax browser-test bench clean clean-cache
+.PHONY: install test unit nbval book mathjax browser-test bench gpu-check clean clean-cache
 
 install: $(STAMP)
 
@@ -78,6 +78,10 @@ browser-test: install
 
 bench: install
 	$(PY) -m icl_lib.bench
+
+# On a machine with a CUDA device: CUDA tests, benchmark with and without CUDA graphs (.ci/gpu-check).
+gpu-check: install
+	PYTHON=$(PY) .ci/gpu-check
 
 clean:
 	rm -rf _build/html _build/jupyter_execute _build/.doctrees
