@@ -188,6 +188,7 @@ class EnsembleTrainer:
         self._graph = None
         self._graph_loss: torch.Tensor | None = None
         self._graph_next: int | None = None  # the step the device counter `_t_dev` holds
+        self._t_dev: torch.Tensor | None = None  # the replayed step's index, on the device (set at capture)
         self._eager_steps = 0  # eager steps since construction or the last load_state_dict
         self._loss_fn = self.model.loss if graph else self._make_loss_fn(compile)
         if self.draw > 1 and shards not in (None, 1):
