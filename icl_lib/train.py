@@ -67,6 +67,15 @@ def resolve_draw_ahead(draw_ahead: int | str, device: torch.device) -> int:
     return check_int("draw_ahead", draw_ahead, 1, 4096)
 
 
+def _cuda_graph(step: Callable[[], torch.Tensor]) -> tuple[Callable[[], None], torch.Tensor]:
+    """Capture ``out = step()`` as a CUDA graph; returns the graph's ``replay`` and its static
+    ``out``.  Capturing runs nothing: each replay then runs the captured kernels on the same memory."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    return graph.replay, out
+
+
 _ALLOCATOR_TUNED = False
 
 
@@ -185,7 +194,7 @@ class EnsembleTrainer:
             self._chunk = torch.empty(len(specs), self.draw, tc.batch, P, device=self.device, dtype=self.dtype)
         # CUDA graph of one whole step (forward, backward, optimizer): captured after a few eager steps.
         self._graph_on = graph
-        self._graph = None
+        self._graph: Callable[[], None] | None = None  # replays the captured step
         self._graph_loss: torch.Tensor | None = None
         self._graph_next: int | None = None  # the step the device counter `_t_dev` holds
         self._t_dev: torch.Tensor | None = None  # the replayed step's index, on the device (set at capture)
@@ -332,20 +341,25 @@ class EnsembleTrainer:
         self._eager_steps += 1
         return loss
 
+    def _graph_body(self) -> torch.Tensor:
+        """The captured step: the loss ``(R,)`` of the batch in ``_buffer``, the divergence
+        bookkeeping at the step index held on the device, backward (with no gradient set: the
+        graph writes fresh gradients) and the optimizer step."""
+        loss = self.model.loss(self._batch)
+        self._mark_bad(loss, self._t_dev)
+        self._t_dev.add_(1)
+        loss.sum().backward()
+        self.opt.step()
+        return loss
+
     def _capture(self) -> None:
-        """Capture one step on the batch in ``_buffer`` as a CUDA graph (the whole-network capture
-        of torch's CUDA-graph notes: the warm-up steps before it ran eagerly on a side stream).
-        Capturing runs nothing, so on failure training goes on eagerly, with a warning."""
+        """Capture one step as a CUDA graph (the whole-network capture of torch's CUDA-graph notes:
+        the warm-up steps before it ran eagerly on a side stream).  Capturing runs nothing, so on
+        failure training goes on eagerly, with a warning."""
         try:
             self._t_dev = torch.zeros((), dtype=torch.long, device=self.device)
             self.opt.zero_grad(set_to_none=True)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                loss = self.model.loss(self._batch)
-                self._mark_bad(loss, self._t_dev)
-                self._t_dev.add_(1)
-                loss.sum().backward()
-                self.opt.step()
+            replay, loss = _cuda_graph(self._graph_body)
         except Exception as err:  # noqa: BLE001 - any capture failure falls back to eager steps
             import warnings
 
@@ -353,13 +367,13 @@ class EnsembleTrainer:
             self._graph_on = False
             self.opt.zero_grad(set_to_none=True)
             return
-        self._graph, self._graph_loss, self._graph_next = graph, loss, None
+        self._graph, self._graph_loss, self._graph_next = replay, loss, None
 
     def _graph_step(self, t: int) -> torch.Tensor:
         """Replay the captured step on the batch in ``_buffer``; returns its loss ``(R,)``."""
         if self._graph_next != t:
             self._t_dev.fill_(t)
-        self._graph.replay()
+        self._graph()
         self._graph_next = t + 1
         return self._graph_loss
 
@@ -417,7 +431,7 @@ class EnsembleTrainer:
         prefetch = self.device.type == "cpu" and not self._shards and len(self.specs) == 1 and threads > 1
         prefetch = prefetch and self.draw == 1
         side = None  # a graph's warm-up steps run on a side stream (torch's CUDA-graph notes)
-        if self._graph_on and self._graph is None and until > self.step:
+        if self._graph_on and self._graph is None and until > self.step and self.device.type == "cuda":
             side = torch.cuda.Stream(self.device)
         if (self._shards or prefetch) and until > self.step:
             from concurrent.futures import ThreadPoolExecutor
@@ -452,7 +466,7 @@ class EnsembleTrainer:
                         self._capture()
                     if self._graph is not None:
                         loss = self._graph_step(t)
-                    elif side is not None and self._graph_on:
+                    elif side is not None and self._graph is None:
                         side.wait_stream(torch.cuda.current_stream(self.device))
                         with torch.cuda.stream(side):
                             loss = self._eager_step(batch, t)

@@ -2,6 +2,7 @@
 divergence is reported, the run cache is shared and safe across processes."""
 
 import dataclasses
+import importlib
 import multiprocessing as mp
 
 import pytest
@@ -329,7 +330,54 @@ def test_draw_ahead_and_graph_reject_bad_values():
             EnsembleTrainer([spec(0), spec(1)], "cpu", progress=False, **kw)
 
 
-# --------------------------------------------------------------------------- CUDA graphs (GPU only)
+# --------------------------------------------------------------------------- CUDA graphs
+def _graph_stand_in(step):
+    """A CPU stand-in for ``train._cuda_graph``: "capturing" keeps the step, each replay runs it
+    with no gradient set (a replayed backward writes fresh gradients) and copies its loss into one
+    static tensor (a replay overwrites the graph's static output).  What it checks on a CPU is the
+    trainer's side of graph mode: warm-up, static buffers, the step counter on the device,
+    checkpoints; what only a GPU checks is torch's capture itself (the tests further below)."""
+    trainer = step.__self__
+    static = torch.full((len(trainer.specs),), float("nan"), dtype=trainer.dtype)
+
+    def replay():
+        trainer.opt.zero_grad(set_to_none=True)
+        static.copy_(step())
+
+    return replay, static
+
+
+def _graph_mode(specs, **kw):
+    trainer = EnsembleTrainer(specs, "cpu", progress=False, draw_ahead=4, **kw)
+    trainer._graph_on = True  # graph=True is for CUDA devices; the stand-in replaces the capture
+    return trainer
+
+
+def test_graph_mode_bookkeeping_gives_the_eager_numbers(monkeypatch, tmp_path):
+    monkeypatch.setattr(importlib.import_module("icl_lib.train"), "_cuda_graph", _graph_stand_in)
+    specs = [spec(0, 1), spec(1, 3)]
+    eager = EnsembleTrainer(specs, "cpu", progress=False, draw_ahead=4).run()
+    tr = _graph_mode(specs)
+    runs = tr.run()
+    assert tr._graph is not None and tr._eager_steps == 3 and runs[0].meta["cuda_graph"]
+    _same_runs(runs, eager)
+    ckpt = tmp_path / "run.pt"
+    for until in (2, 23, 41):  # stopped before and after the capture, resumed from the checkpoint
+        assert _graph_mode(specs, checkpoint=ckpt).run(until=until) is None
+    _same_runs(_graph_mode(specs, checkpoint=ckpt).run(), eager)
+
+
+def test_graph_mode_reports_divergence_at_its_step(monkeypatch):
+    monkeypatch.setattr(importlib.import_module("icl_lib.train"), "_cuda_graph", _graph_stand_in)
+    tr = _graph_mode([spec(0)])
+    tr.run(until=10)
+    assert tr._graph is not None
+    with torch.no_grad():
+        tr.model.V.fill_(float("nan"))
+    with pytest.raises(TrainingDiverged, match=r"step 10 .*lr=0.003"):
+        tr.run()
+
+
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
