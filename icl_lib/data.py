@@ -214,12 +214,14 @@ class TaskSampler:
         shape = (R, batch, P) if steps == 1 else (R, steps, batch, P)
         if out is None or out.shape != shape:
             out = torch.empty(shape, device=self.device, dtype=self.dtype)
-        grid = out.view(R, steps, batch, P)
         jobs = []
         for r, gens in enumerate(generators):
             S = len(gens)
             bounds = [batch * s // S for s in range(S + 1)]
-            jobs += [(grid[r, :, bounds[s] : bounds[s + 1]], g) for s, g in enumerate(gens) if bounds[s + 1] > bounds[s]]
+            for s, g in enumerate(gens):
+                a, b = bounds[s], bounds[s + 1]
+                if b > a:  # stream s fills rows a:b of the batch (of every step's batch)
+                    jobs.append((out[r, a:b] if steps == 1 else out[r, :, a:b], g))
         # Only the normal_ calls run on the thread pool: each is one long call that releases the
         # GIL.  The transforms below are a few ops over the whole ensemble in this thread (small
         # ops spread over threads would queue on the GIL instead of running in parallel).
@@ -228,6 +230,8 @@ class TaskSampler:
         else:
             for job in jobs:
                 _fill_normal(*job)
+        if steps == 1:
+            return self._transform(out, L)
         self._transform(out.view(R, steps * batch, P), L)
         return self.views(out, L)
 
@@ -240,8 +244,9 @@ class TaskSampler:
         beta = out[..., D * T :].unflatten(-1, (N, d))  # (R, [K,] B, N, d)
         return Batch(tokens, beta)
 
-    def _transform(self, flat: torch.Tensor, L: int) -> None:
-        """Turn the standard normals of ``flat (R, n, P)`` into sequences of each model's task, in place."""
+    def _transform(self, flat: torch.Tensor, L: int) -> Batch:
+        """Turn the standard normals of ``flat (R, n, P)`` into sequences of each model's task, in
+        place; returns the batch of views of ``flat``."""
         d = self.d
         tokens, beta = self.views(flat, L)
         xT, yT = tokens[:, :, :d], tokens[:, :, d:]  # (R, n, d, L+1) covariates, (R, n, N, L+1) noise for now
@@ -251,6 +256,7 @@ class TaskSampler:
         yT.mul_(self.noise_std[:, None, None, None])
         for k in range(d):  # y_n = beta_n^T x + eps_n, one covariate row at a time
             yT.addcmul_(xT[:, :, k : k + 1, :], beta[:, :, :, k : k + 1])
+        return Batch(tokens, beta)
 
 
 def sample_batch(
