@@ -119,7 +119,14 @@ def _stack_batches(batches: Sequence[Batch]) -> Batch:
 
 
 class EnsembleTrainer:
-    """Train R shape-compatible runs as one batched program (paper 1's setup; chapters 1-7)."""
+    """Train R shape-compatible runs as one batched program (paper 1's setup; chapters 1-7).
+
+    ``checkpoint``: a file written atomically every ``checkpoint_every`` seconds, on Ctrl-C and
+    when stopped early, and resumed from when it exists.  ``compile``: ``torch.compile`` the loss
+    (``"auto"``: on CUDA, unless ``graph``).  ``shards``: CPU threads each training a slice of the
+    ensemble (default: one per thread).  ``draw_ahead``: steps whose batches are drawn at once
+    (:func:`resolve_draw_ahead`).  ``graph``: replay each step as a CUDA graph (CUDA only).
+    """
 
     def __init__(
         self,
