@@ -76,6 +76,18 @@ def _cuda_graph(step: Callable[[], torch.Tensor]) -> tuple[Callable[[], None], t
     return graph.replay, out
 
 
+def _generator_states(generators: Sequence[Sequence[torch.Generator]]) -> list:
+    """Every model's generator states (to rewind them to before a batch drawn ahead, or to save)."""
+    return [[g.get_state() for g in gens] for gens in generators]
+
+
+def _set_generator_states(generators: Sequence[Sequence[torch.Generator]], states: list) -> None:
+    """Set states from :func:`_generator_states` (a checkpoint's may be on another device)."""
+    for gens, sts in zip(generators, states):
+        for g, st in zip(gens, sts):
+            g.set_state(st.cpu() if g.device.type == "cpu" else st)
+
+
 _ALLOCATOR_TUNED = False
 
 
@@ -157,6 +169,8 @@ class EnsembleTrainer:
             raise ValueError(f"graph={graph!r} is invalid: accepted True or False")
         if graph and self.device.type != "cuda":
             raise ValueError(f"graph=True is invalid on device {self.device.type}: accepted only on cuda (CUDA graphs)")
+        if self.draw > 1 and shards not in (None, 1):
+            raise ValueError(f"shards={shards} is invalid with draw_ahead={self.draw}: accepted 1 (draw-ahead is for one program)")
         if self.device.type == "cpu":
             tune_cpu_allocator()
         tc = specs[0].train
@@ -203,12 +217,9 @@ class EnsembleTrainer:
         self._graph_on = graph
         self._graph: Callable[[], None] | None = None  # replays the captured step
         self._graph_loss: torch.Tensor | None = None
-        self._graph_next: int | None = None  # the step the device counter `_t_dev` holds
-        self._t_dev: torch.Tensor | None = None  # the replayed step's index, on the device (set at capture)
+        self._t_dev: torch.Tensor | None = None  # the next replay's step index, on the device (set at capture)
         self._eager_steps = 0  # eager steps since construction or the last load_state_dict
         self._loss_fn = self.model.loss if graph else self._make_loss_fn(compile)
-        if self.draw > 1 and shards not in (None, 1):
-            raise ValueError(f"shards={shards} is invalid with draw_ahead={self.draw}: accepted 1 (draw-ahead is for one program)")
         self._shards = self._make_shards(1 if self.draw > 1 else shards)
         if self.checkpoint is not None and self.checkpoint.exists():
             self.load_state_dict(torch.load(self.checkpoint, map_location=self.device, weights_only=True))
@@ -284,30 +295,28 @@ class EnsembleTrainer:
             "elapsed": self.elapsed,
             "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
             "opt": self.opt.state_dict(),
-            "generators": self._generator_states(),
+            "generators": self._checkpoint_generator_states(),
             "first_bad": self.first_bad.clone(),
             "history": {k: list(v) for k, v in self.history.items()},
         }
 
-    def _generator_states(self) -> list:
+    def _checkpoint_generator_states(self) -> list:
         """The generators' states for a checkpoint: with draw-ahead, those from before the batches
         drawn ahead that are not yet all used (so that a resumed run draws them again)."""
         if self._chunk_at is not None and self.step < self._chunk_at + self.draw:
             return [[st.clone() for st in states] for states in self._pre_chunk]
-        return [[g.get_state() for g in gens] for gens in self.generators]
+        return _generator_states(self.generators)
 
     def load_state_dict(self, state: dict) -> None:
         mine = [json.dumps(s.to_dict(), sort_keys=True) for s in self.specs]
         if state["specs"] != mine:
             raise ValueError("checkpoint does not match these runs: accepted a checkpoint of the same RunSpecs")
         self._chunk_at = self._pre_chunk = None
-        self._graph = self._graph_loss = self._graph_next = None  # the graph holds the replaced tensors
+        self._graph = self._graph_loss = None  # the graph holds the replaced tensors
         self._eager_steps = 0
         self.model.load_state_dict(state["model"])
         self.opt.load_state_dict(state["opt"])
-        for gens, states in zip(self.generators, state["generators"]):
-            for g, st in zip(gens, states):
-                g.set_state(st.cpu() if g.device.type == "cpu" else st)
+        _set_generator_states(self.generators, state["generators"])
         self.step = int(state["step"])
         self.elapsed = float(state["elapsed"])
         self.first_bad.copy_(state["first_bad"])
@@ -328,7 +337,7 @@ class EnsembleTrainer:
         ``t`` is past them), copied into the step buffer."""
         k = t % self.draw
         if self._chunk_at != t - k:
-            self._pre_chunk = [[g.get_state() for g in gens] for gens in self.generators]
+            self._pre_chunk = _generator_states(self.generators)
             self.sampler.sample(self.tc.batch, self.generators, out=self._chunk, steps=self.draw)
             self._chunk_at = t - k
         self._buffer.copy_(self._chunk[:, k])
@@ -359,12 +368,12 @@ class EnsembleTrainer:
         self.opt.step()
         return loss
 
-    def _capture(self) -> None:
-        """Capture one step as a CUDA graph (the whole-network capture of torch's CUDA-graph notes:
-        the warm-up steps before it ran eagerly on a side stream).  Capturing runs nothing, so on
-        failure training goes on eagerly, with a warning."""
+    def _capture(self, t: int) -> None:
+        """Capture one step as a CUDA graph, replayed from step ``t`` on (the whole-network capture
+        of torch's CUDA-graph notes: the warm-up steps before it ran eagerly on a side stream).
+        Capturing runs nothing, so on failure training goes on eagerly, with a warning."""
         try:
-            self._t_dev = torch.zeros((), dtype=torch.long, device=self.device)
+            self._t_dev = torch.full((), t, dtype=torch.long, device=self.device)  # every later step replays
             self.opt.zero_grad(set_to_none=True)
             replay, loss = _cuda_graph(self._graph_body)
         except Exception as err:  # noqa: BLE001 - any capture failure falls back to eager steps
@@ -374,14 +383,11 @@ class EnsembleTrainer:
             self._graph_on = False
             self.opt.zero_grad(set_to_none=True)
             return
-        self._graph, self._graph_loss, self._graph_next = replay, loss, None
+        self._graph, self._graph_loss = replay, loss
 
-    def _graph_step(self, t: int) -> torch.Tensor:
+    def _graph_step(self) -> torch.Tensor:
         """Replay the captured step on the batch in ``_buffer``; returns its loss ``(R,)``."""
-        if self._graph_next != t:
-            self._t_dev.fill_(t)
         self._graph()
-        self._graph_next = t + 1
         return self._graph_loss
 
     # ----------------------------------------------------------------- loop
@@ -435,8 +441,9 @@ class EnsembleTrainer:
         pool, threads = None, torch.get_num_threads()
         # A lone model on a CPU with spare cores draws its next batch in a second thread while it
         # computes this step (both single-threaded); an ensemble uses its cores through shards.
-        prefetch = self.device.type == "cpu" and not self._shards and len(self.specs) == 1 and threads > 1
-        prefetch = prefetch and self.draw == 1
+        prefetch = (
+            self.device.type == "cpu" and not self._shards and len(self.specs) == 1 and threads > 1 and self.draw == 1
+        )
         side = None  # a graph's warm-up steps run on a side stream (torch's CUDA-graph notes)
         if self._graph_on and self._graph is None and until > self.step and self.device.type == "cuda":
             side = torch.cuda.Stream(self.device)
@@ -470,10 +477,10 @@ class EnsembleTrainer:
                     if prefetch and t + 1 < until:
                         pending = _Prefetch.submit(pool, self.sampler, self.tc.batch, self.generators, spare)
                     if self._graph_on and self._graph is None and self._eager_steps >= _GRAPH_WARMUP:
-                        self._capture()
+                        self._capture(t)
                     if self._graph is not None:
-                        loss = self._graph_step(t)
-                    elif side is not None and self._graph is None:
+                        loss = self._graph_step()
+                    elif side is not None:
                         side.wait_stream(torch.cuda.current_stream(self.device))
                         with torch.cuda.stream(side):
                             loss = self._eager_step(batch, t)
@@ -586,7 +593,7 @@ class _Prefetch(NamedTuple):
 
     @classmethod
     def submit(cls, pool, sampler: TaskSampler, batch: int, generators, out: torch.Tensor) -> "_Prefetch":
-        states = [[g.get_state() for g in gens] for gens in generators]
+        states = _generator_states(generators)
         return cls(pool.submit(sampler.sample, batch, generators, out=out, parallel=False), states)
 
     @staticmethod
@@ -595,9 +602,7 @@ class _Prefetch(NamedTuple):
         saved now resumes to the numbers of an uninterrupted run).  Returns ``None``."""
         if pending is not None:
             pending.future.exception()  # wait; an error there is the next draw's to raise
-            for gens, states in zip(generators, pending.states):
-                for g, st in zip(gens, states):
-                    g.set_state(st)
+            _set_generator_states(generators, pending.states)
         return None
 
 
