@@ -64,10 +64,10 @@ book: install mathjax
 	@if [ -f _build/html/.buildinfo ] && [ $(MATHJAX_STAMP) -nt _build/html/.buildinfo ]; then \
 	  echo "MathJax changed: rebuilding every page"; rm -rf _build/html _build/.doctrees; fi
 	@start=$$(date +%s); \
-	$(PY) -m icl_lib.bookexec --jobs $(BOOK_JOBS) $(EXEC_ORDER) || exit $$?; \
+	$(PY) -m icl_lib.tools.bookexec --jobs $(BOOK_JOBS) $(EXEC_ORDER) || exit $$?; \
 	$(VENV)/bin/jupyter-book build . $(BOOKFLAGS) || exit $$?; \
 	end=$$(date +%s); \
-	$(PY) -m icl_lib.bookstats _build --since $$start; \
+	$(PY) -m icl_lib.tools.bookstats _build --since $$start; \
 	echo "book built in $$((end - start)) s: open _build/html/index.html"
 
 # Every page of _build/html in headless Chromium, offline: typeset maths, loaded figures, no traceback.
@@ -77,7 +77,7 @@ browser-test: install
 	BOOK_SCREENSHOTS=$(BOOK_SCREENSHOTS) $(PY) -m pytest -q -p no:randomly tests_browser
 
 bench: install
-	$(PY) -m icl_lib.bench
+	$(PY) -m icl_lib.tools.bench
 
 # On a machine with a CUDA device: CUDA tests, benchmark with and without CUDA graphs (.ci/gpu-check).
 gpu-check: install

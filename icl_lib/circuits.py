@@ -8,6 +8,12 @@ and the heads show sign matching ``sign(omega_h) = sign(mu_h)``, zero-sum OV ``s
 homogeneous ``|omega_h|`` over non-dummy heads, and group into positive, negative and dummy heads.
 Only the first ``d`` columns of ``KQ_h`` matter (the query's label slot is 0).
 
+The read-outs of the circuits, one place for all chapters: :func:`omega_of` and :func:`mu_of`
+(the scalars of (3.1)), :func:`kq_blocks` and :func:`kq_diagonal` (the covariate block and its
+diagonal), :func:`mu_matrix` (every head's OV entry per task), :func:`effective_preconditioner`
+and :func:`effective_rate` (the linearised predictor: pre-conditioned debiased GD).  They keep the
+dtype of their input.
+
 Used by chapters 2 (final patterns), 3 (their emergence) and 5-7.
 """
 
@@ -20,6 +26,11 @@ import torch
 __all__ = [
     "omega_of",
     "mu_of",
+    "kq_blocks",
+    "kq_diagonal",
+    "mu_matrix",
+    "effective_preconditioner",
+    "effective_rate",
     "kq_offdiag_ratio",
     "ov_offlast_ratio",
     "dummy_heads",
@@ -40,6 +51,41 @@ def omega_of(KQ: torch.Tensor, d: int) -> torch.Tensor:
 def mu_of(OV: torch.Tensor, d: int, task: int = 0) -> torch.Tensor:
     """``mu_h``: the entry of ``OV_h (..., H, N, D)`` reading task ``task``'s label, shape ``(..., H)``."""
     return OV[..., task, d + task]
+
+
+def kq_blocks(KQ: torch.Tensor, d: int) -> torch.Tensor:
+    """The covariate blocks ``KQ_h[:d, :d]`` of ``KQ (..., H, D, D)``: ``(..., H, d, d)`` (chapter 6)."""
+    return KQ[..., :d, :d]
+
+
+def kq_diagonal(KQ: torch.Tensor, d: int) -> torch.Tensor:
+    """``omega_h`` as a vector: the diagonal of the top-left ``d x d`` block, ``(..., H, d)`` (chapter 7)."""
+    return KQ[..., :d, :d].diagonal(dim1=-2, dim2=-1)
+
+
+def mu_matrix(OV: torch.Tensor, d: int) -> torch.Tensor:
+    """``mu_{h,n} = OV_h[n, d + n]``: head ``h``'s weight from task ``n``'s label to output ``n``,
+    ``(..., H, N)`` (chapter 7)."""
+    return torch.stack([mu_of(OV, d, n) for n in range(OV.shape[-2])], -1)
+
+
+def effective_preconditioner(KQ: torch.Tensor, OV: torch.Tensor, d: int, c_f: float = 1.0) -> torch.Tensor:
+    """``Gamma = c_f sum_h mu_h KQ_h[:d, :d]`` from circuits ``KQ (..., H, D, D)``, ``OV (..., H, N, D)``.
+
+    Linearising every head's normalised attention at small scores, ``f(s_i) / sum_j f(s_j) ~
+    (1 + c_f (s_i - sbar)) / L`` with ``s_i = x_i^T KQ_h[:d,:d] x_q + y_i KQ_h[d,:d] x_q``, the
+    prediction's part linear in the labels is ``(1/L) sum_i y_i (x_i - xbar)^T Gamma x_q``:
+    pre-conditioned debiased GD (paper 1, Theorem 4.2 (i), B.2, B.3; chapters 5 and 6).  Returns
+    ``(..., d, d)``.
+    """
+    mu = OV[..., 0, d]  # (..., H)
+    return c_f * (mu[..., None, None] * KQ[..., :d, :d]).sum(-3)
+
+
+def effective_rate(KQ: torch.Tensor, OV: torch.Tensor, d: int, c_f: float = 1.0) -> torch.Tensor:
+    """``eta = c_f sum_h mu_h omega_h`` (``2 mu omega c_f`` for two symmetric heads; paper 1,
+    Section 4.3, Table 1), i.e. ``tr(Gamma) / d`` of :func:`effective_preconditioner` (chapter 5)."""
+    return torch.diagonal(effective_preconditioner(KQ, OV, d, c_f), dim1=-2, dim2=-1).mean(-1)
 
 
 def _kq_parts(KQ: torch.Tensor, d: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -20,10 +20,18 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["Claims", "Claim", "format_value", "CLAIMS_MIME", "CLAIMS_GLUE_KEY"]
+import torch
+
+from .config import DEVICES, resolve_device
+from .validate import check_choice
+from .version import __version__
+
+__all__ = ["Claims", "Claim", "format_value", "CLAIM_LINE", "CLAIMS_MIME", "CLAIMS_GLUE_KEY"]
 
 # The machine-readable claims that Claims.report() records: a glue record (the format of
 # myst_nb.glue(..., display=False) and scrapbook), so that notebook front-ends and the book show
@@ -31,6 +39,8 @@ __all__ = ["Claims", "Claim", "format_value", "CLAIMS_MIME", "CLAIMS_GLUE_KEY"]
 CLAIMS_MIME = "application/vnd.icl-lib.claims+json"
 CLAIMS_GLUE_KEY = "icl_claims"
 _GLUE_PREFIX = "application/papermill.record/"
+# One printed claim, as Claim.line() writes it; the book's extension and its browser test read it.
+CLAIM_LINE = re.compile(r"^CLAIM (\S+) (PASS|FAIL) measured=(\S*) expected=(\S*)\s*$", re.M)
 
 
 def format_value(value) -> str:
@@ -66,8 +76,6 @@ class Claims:
     """Collects a chapter's claims and reports them (all chapters)."""
 
     def __init__(self, chapter: str, profile: str, device: str = "auto"):
-        from .config import DEVICES, check_choice
-
         check_choice("device", device, DEVICES)
         self.chapter, self.profile, self.device = chapter, profile, device
         self.items: list[Claim] = []
@@ -87,12 +95,6 @@ class Claims:
 
     def payload(self) -> dict:
         """The claims and where they ran, as JSON-ready data (the :data:`CLAIMS_MIME` output)."""
-        import platform
-
-        import torch
-
-        from . import __version__
-
         return {
             "chapter": self.chapter,
             "profile": self.profile,
@@ -163,10 +165,6 @@ def _cell_number() -> int | None:
 
 def _device_name(device: str) -> str:
     """``cpu``, or ``cuda (<GPU name>)``, for the device that ``device`` resolves to."""
-    import torch
-
-    from .config import resolve_device
-
     try:
         dev = resolve_device(device)
     except ValueError:  # e.g. device="cuda" where there is none: say what was asked for

@@ -19,9 +19,11 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
 
 import torch
+
+from .validate import check_choice, check_float, check_int, fail
+from .version import MODEL_CODE_VERSION
 
 __all__ = [
     "DataConfig",
@@ -31,9 +33,7 @@ __all__ = [
     "ATTENTION_KINDS",
     "OPTIMIZERS",
     "DTYPES",
-    "check_int",
-    "check_float",
-    "check_choice",
+    "kms_covariance",
     "resolve_device",
     "resolve_dtype",
 ]
@@ -44,68 +44,10 @@ DTYPES = ("float32", "float64")
 DEVICES = ("auto", "cpu", "cuda")
 
 
-# --------------------------------------------------------------------------------------------
-# validation helpers: one message format everywhere
-# --------------------------------------------------------------------------------------------
-def _fail(name: str, value: Any, accepted: str) -> None:
-    raise ValueError(f"{name}={value!r} is invalid: accepted {accepted}")
-
-
-def check_int(name: str, value: Any, lo: int | None = None, hi: int | None = None) -> int:
-    """Return ``value`` as an int, or raise ``ValueError`` naming ``name`` and the range."""
-    if isinstance(value, bool) or not isinstance(value, (int,)) and not (
-        isinstance(value, float) and value.is_integer()
-    ):
-        _fail(name, value, _range_text("an integer", lo, hi))
-    value = int(value)
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        _fail(name, value, _range_text("an integer", lo, hi))
-    return value
-
-
-def check_float(
-    name: str,
-    value: Any,
-    lo: float | None = None,
-    hi: float | None = None,
-    lo_open: bool = False,
-    hi_open: bool = False,
-) -> float:
-    """Return ``value`` as a finite float inside the given (open or closed) bounds."""
-    text = _interval_text(lo, hi, lo_open, hi_open)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        _fail(name, value, f"a real number in {text}")
-    value = float(value)
-    bad = not math.isfinite(value)
-    if lo is not None:
-        bad |= value <= lo if lo_open else value < lo
-    if hi is not None:
-        bad |= value >= hi if hi_open else value > hi
-    if bad:
-        _fail(name, value, f"a real number in {text}")
-    return value
-
-
-def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
-    if value not in choices:
-        _fail(name, value, "one of " + ", ".join(repr(c) for c in choices))
-    return value
-
-
-def _range_text(kind: str, lo, hi) -> str:
-    if lo is not None and hi is not None:
-        return f"{kind} in [{lo}, {hi}]"
-    if lo is not None:
-        return f"{kind} >= {lo}"
-    if hi is not None:
-        return f"{kind} <= {hi}"
-    return kind
-
-
-def _interval_text(lo, hi, lo_open, hi_open) -> str:
-    left = "(" if lo is None or lo_open else "["
-    right = ")" if hi is None or hi_open else "]"
-    return f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
+def kms_covariance(d: int, rho: float, dtype=torch.float64) -> torch.Tensor:
+    """Kac-Murdock-Szego matrix ``Sigma_ij = rho^|i-j|`` (paper 1, B.3; chapter 6)."""
+    i = torch.arange(d, dtype=dtype)
+    return torch.as_tensor(rho, dtype=dtype) ** (i[:, None] - i[None, :]).abs()
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -162,17 +104,17 @@ class DataConfig:
             cov = tuple(tuple(float(v) for v in row) for row in cov)
             t = torch.tensor(cov, dtype=torch.float64)
             if t.shape != (self.d, self.d):
-                _fail("covariance", f"shape {tuple(t.shape)}", f"a symmetric positive-definite {self.d}x{self.d} matrix")
+                fail("covariance", f"shape {tuple(t.shape)}", f"a symmetric positive-definite {self.d}x{self.d} matrix")
             if not torch.allclose(t, t.T) or torch.linalg.eigvalsh(t).min() <= 0:
-                _fail("covariance", "the given matrix", f"a symmetric positive-definite {self.d}x{self.d} matrix")
+                fail("covariance", "the given matrix", f"a symmetric positive-definite {self.d}x{self.d} matrix")
         object.__setattr__(self, "covariance", cov)
         sup = _as_nested_tuple(self.supports)
         if sup is not None:
             if len(sup) == 0:
-                _fail("supports", self.supports, "a non-empty list of non-empty index lists")
+                fail("supports", self.supports, "a non-empty list of non-empty index lists")
             for n, s in enumerate(sup):
                 if len(s) == 0 or len(set(s)) != len(s):
-                    _fail(f"supports[{n}]", list(s), "a non-empty list of distinct coordinates")
+                    fail(f"supports[{n}]", list(s), "a non-empty list of distinct coordinates")
                 for i in s:
                     check_int(f"supports[{n}] index", i, 0, self.d - 1)
             sup = tuple(tuple(int(i) for i in s) for s in sup)
@@ -192,8 +134,6 @@ class DataConfig:
         """``Sigma`` as a ``(d, d)`` tensor (identity, KMS ``rho^|i-j|``, or the explicit matrix)."""
         if self.covariance is not None:
             return torch.tensor(self.covariance, dtype=dtype)
-        from .data import kms_covariance
-
         return kms_covariance(self.d, self.rho, dtype=dtype)
 
     def support_mask(self, dtype=torch.float64) -> torch.Tensor:
@@ -276,7 +216,7 @@ class RunSpec:
     def __post_init__(self):
         for name, cls in (("data", DataConfig), ("model", ModelConfig), ("train", TrainConfig)):
             if not isinstance(getattr(self, name), cls):
-                _fail(name, getattr(self, name), f"a {cls.__name__}")
+                fail(name, getattr(self, name), f"a {cls.__name__}")
         object.__setattr__(self, "seed", check_int("seed", self.seed, 0, 2**62))
 
     def to_dict(self) -> dict:
@@ -286,8 +226,6 @@ class RunSpec:
         """Hash of the full configuration, the device type, the model-code version and, when it is
         not 1, the number of steps whose batches are drawn at once (it orders the random numbers)
         (run cache)."""
-        from . import MODEL_CODE_VERSION
-
         fields = {"spec": self.to_dict(), "device": str(device), "code": MODEL_CODE_VERSION}
         if draw_ahead != 1:
             fields["draw_ahead"] = int(draw_ahead)

@@ -18,15 +18,13 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, NamedTuple, Sequence
 
-import numpy as np
 import torch
 
-from .config import DataConfig, check_int
+from .config import DataConfig
+from .seeding import derive_seed
+from .validate import check_int
 
-__all__ = ["Batch", "TaskSampler", "kms_covariance", "sample_batch", "sample_chunks", "derive_seed", "make_generators", "STREAMS"]
-
-STREAMS = 2  # generator streams per model; part of the model-code version (changes the numbers)
-_PURPOSES = {"init": 0, "train": 1, "val": 2, "test": 3}
+__all__ = ["Batch", "TaskSampler", "sample_batch", "sample_chunks"]
 
 
 class Batch(NamedTuple):
@@ -89,24 +87,6 @@ class Batch(NamedTuple):
 
     def to(self, *args, **kw) -> "Batch":
         return Batch(self.tokens.to(*args, **kw), self.beta.to(*args, **kw))
-
-
-def kms_covariance(d: int, rho: float, dtype=torch.float64) -> torch.Tensor:
-    """Kac-Murdock-Szego matrix ``Sigma_ij = rho^|i-j|`` (paper 1, B.3; chapter 6)."""
-    i = torch.arange(d, dtype=dtype)
-    return torch.as_tensor(rho, dtype=dtype) ** (i[:, None] - i[None, :]).abs()
-
-
-def derive_seed(seed: int, purpose: str, stream: int = 0) -> int:
-    """Independent 63-bit seed for (run seed, purpose, stream) via ``numpy.random.SeedSequence``."""
-    ss = np.random.SeedSequence([int(seed), _PURPOSES[purpose], int(stream)])
-    return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
-
-
-def make_generators(seed: int, purpose: str, device, streams: int = STREAMS) -> list[torch.Generator]:
-    """The ``streams`` generators of one model for ``purpose`` (``init``, ``train``, ``val``, ``test``)."""
-    device = torch.device(device)
-    return [torch.Generator(device=device).manual_seed(derive_seed(seed, purpose, s)) for s in range(streams)]
 
 
 _POOL: ThreadPoolExecutor | None = None

@@ -103,7 +103,7 @@ class AttentionEnsemble(nn.Module):
         The shard's ``Q, K, V, O`` are leaf tensors viewing rows ``start:stop`` (so an optimizer
         step on this ensemble moves the shard too) and keep all ``max(heads)`` head slots, so a
         model computes the same numbers in a shard as in the whole ensemble.  Used by the CPU
-        training engine (:class:`~icl_lib.train.EnsembleTrainer`) to train shards in parallel.
+        training engine (:class:`~icl_lib.engine.trainer.EnsembleTrainer`) to train shards in parallel.
         """
         R = self.R
         start, stop = check_int("start", start, 0, R - 1), check_int("stop", stop, start + 1, R)

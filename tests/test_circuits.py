@@ -2,7 +2,6 @@
 
 import math
 
-import pytest
 import torch
 
 from icl_lib import AttentionEnsemble, DataConfig, summarize_pattern

@@ -5,7 +5,7 @@ import math
 import torch
 
 from icl_lib import DataConfig, TaskSampler, kms_covariance, sample_batch
-from icl_lib.data import make_generators
+from icl_lib.seeding import make_generators
 
 
 def test_isotropic_moments():

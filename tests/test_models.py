@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from icl_lib import AttentionEnsemble, DataConfig, kernel_regression_predict, mu_of, omega_of, sample_batch
-from icl_lib.data import Batch, make_generators
+from icl_lib.data import Batch
+from icl_lib.seeding import make_generators
 
 
 def loop_forward(Q, K, V, O, x, y, xq, attention="softmax", norm_length=None):

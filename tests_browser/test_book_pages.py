@@ -22,10 +22,11 @@ import yaml
 
 from chromium import Chromium
 
+from icl_lib.claims import CLAIM_LINE
+
 ROOT = Path(__file__).resolve().parents[1]
 HTML = Path(os.environ.get("BOOK_HTML", ROOT / "_build" / "html")).resolve()
 SHOTS = Path(os.environ["BOOK_SCREENSHOTS"]).resolve() if os.environ.get("BOOK_SCREENSHOTS") else None
-CLAIM_LINE = re.compile(r"^CLAIM (\S+) (PASS|FAIL) measured=(\S*) expected=(\S*)\s*$", re.M)
 
 
 def toc_files() -> list[str]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -39,12 +38,10 @@ from sphinx.application import Sphinx
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
+from icl_lib.claims import CLAIM_LINE, CLAIMS_GLUE_KEY, CLAIMS_MIME
+
 logger = logging.getLogger(__name__)
 
-# Must equal icl_lib.claims.CLAIMS_MIME and CLAIMS_GLUE_KEY (tests/test_book_ext.py checks them).
-CLAIMS_MIME = "application/vnd.icl-lib.claims+json"
-CLAIMS_GLUE_KEY = "icl_claims"
-CLAIM_LINE = re.compile(r"^CLAIM (\S+) (PASS|FAIL) measured=(\S*) expected=(\S*)\s*$", re.M)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,33 @@
+"""The training engine: batched ensembles, their batch sources and steps, scheduling and the run cache.
+
+* :mod:`~icl_lib.engine.execution` -- device, draw-ahead, CUDA graphs and compilation, resolved once
+* :mod:`~icl_lib.engine.sources`   -- where a step's batch comes from (plain, prefetch, draw-ahead, shards)
+* :mod:`~icl_lib.engine.steps`     -- one optimiser step (eager, sharded, CUDA graph) and divergence
+* :mod:`~icl_lib.engine.trainer`   -- :class:`EnsembleTrainer`: state, checkpoints, history, the loop
+* :mod:`~icl_lib.engine.schedule`  -- :func:`train`: cache look-up, grouping, concurrency
+* :mod:`~icl_lib.engine.run`       -- :class:`Run` and :func:`stack_models`
+* :mod:`~icl_lib.engine.cache`     -- the run cache shared by chapters
+* :mod:`~icl_lib.engine.profiles`  -- ``quick`` / ``paper`` / ``auto`` for both papers
+"""
+
+from .cache import RunCache, cache_dir
+from .execution import Execution
+from .profiles import resolve_profile, train_config
+from .run import Run, stack_models
+from .schedule import train
+from .steps import TrainingDiverged
+from .trainer import EnsembleTrainer, validation_batch
+
+__all__ = [
+    "EnsembleTrainer",
+    "Execution",
+    "Run",
+    "RunCache",
+    "TrainingDiverged",
+    "cache_dir",
+    "resolve_profile",
+    "stack_models",
+    "train",
+    "train_config",
+    "validation_batch",
+]

@@ -1,0 +1,95 @@
+"""Where and how an ensemble trains, resolved once: device, draw-ahead, CUDA graphs, compilation.
+
+:func:`icl_lib.train` resolves an :class:`Execution` once for all the ensembles it trains and
+hands it to every :class:`~icl_lib.engine.trainer.EnsembleTrainer`; the trainer then only
+builds the batch source and the step that the execution names (:mod:`icl_lib.engine.sources`,
+:mod:`icl_lib.engine.steps`).
+
+* ``draw_ahead`` -- steps whose batches are drawn at once: 1 on a CPU (one step's batch, drawn
+  while the cores are busy anyway), :data:`GPU_DRAW_AHEAD` on a GPU, where a step is bound by
+  kernel launches (one ``normal_`` launch per model and stream for that many steps instead of one
+  per step).  It orders the random numbers, so a CUDA run's cache key names it.
+* ``graph`` -- replay each step as a CUDA graph (CUDA only; ``ICL_CUDA_GRAPH=1`` turns it on for
+  the chapters).
+* ``compile`` -- ``torch.compile`` the loss (``"auto"``: on CUDA without graphs).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+
+import torch
+
+from ..config import resolve_device
+from ..validate import check_int
+
+__all__ = ["Execution", "GPU_DRAW_AHEAD", "resolve_draw_ahead", "tune_cpu_allocator"]
+
+GPU_DRAW_AHEAD = 32  # steps whose batches a GPU draws at once; part of a CUDA run's cache key
+
+
+def resolve_draw_ahead(draw_ahead: int | str, device: torch.device) -> int:
+    """Steps whose batches are drawn at once: ``"auto"`` is 1 on a CPU and :data:`GPU_DRAW_AHEAD`
+    on a GPU; an integer (or its command-line text) in [1, 4096] is taken as it is."""
+    if draw_ahead == "auto":
+        return GPU_DRAW_AHEAD if torch.device(device).type == "cuda" else 1
+    if isinstance(draw_ahead, str):  # the command line's text
+        if not draw_ahead.strip().isdigit():
+            raise ValueError(f"draw_ahead={draw_ahead!r} is invalid: accepted 'auto' or an integer in [1, 4096]")
+        draw_ahead = int(draw_ahead)
+    return check_int("draw_ahead", draw_ahead, 1, 4096)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """A resolved placement of training: build it with :meth:`resolve`."""
+
+    device: torch.device
+    draw_ahead: int = 1  # steps whose batches are drawn at once
+    graph: bool = False  # replay each step as a CUDA graph
+    compile: bool = False  # torch.compile the loss
+
+    @classmethod
+    def resolve(
+        cls, device="auto", draw_ahead: int | str = "auto", graph: bool | None = False, compile: bool | str = "auto"
+    ) -> "Execution":
+        """Resolve ``"auto"`` choices for this machine and check the rest.
+
+        ``graph=None`` reads the environment variable ``ICL_CUDA_GRAPH`` (``1``: on, CUDA only).
+        """
+        dev = resolve_device(device)
+        if graph is None:
+            graph = dev.type == "cuda" and os.environ.get("ICL_CUDA_GRAPH", "0") == "1"
+        if graph not in (True, False):
+            raise ValueError(f"graph={graph!r} is invalid: accepted True or False")
+        if graph and dev.type != "cuda":
+            raise ValueError(f"graph=True is invalid on device {dev.type}: accepted only on cuda (CUDA graphs)")
+        if compile == "auto":
+            compile = dev.type == "cuda" and not graph
+        return cls(dev, resolve_draw_ahead(draw_ahead, dev), bool(graph), bool(compile) and not graph)
+
+
+_ALLOCATOR_TUNED = False
+
+
+def tune_cpu_allocator() -> None:
+    """Keep MB-sized temporaries on glibc's heap instead of fresh ``mmap`` pages.
+
+    Each training step allocates a few MB of short-lived tensors; by default glibc maps and unmaps
+    them every step and the page faults cost about a quarter of a CPU step (measured with
+    ``python -m icl_lib.tools.bench``).  Process-wide and harmless elsewhere; a no-op off glibc.
+    """
+    global _ALLOCATOR_TUNED
+    if _ALLOCATOR_TUNED:
+        return
+    _ALLOCATOR_TUNED = True
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return
+    M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
+    libc.mallopt(M_MMAP_THRESHOLD, 32 * 2**20)
+    libc.mallopt(M_TRIM_THRESHOLD, 512 * 2**20)
+    libc.mallopt(M_TOP_PAD, 64 * 2**20)

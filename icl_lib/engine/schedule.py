@@ -1,0 +1,142 @@
+"""Which runs train when and where: :func:`train`, the entry point of every chapter.
+
+:func:`train` looks every requested :class:`~icl_lib.config.RunSpec` up in the run cache
+(:mod:`icl_lib.engine.cache`), groups the missing ones by shape into ensembles, resolves the
+:class:`~icl_lib.engine.execution.Execution` once for all of them, and trains them: on a CPU with
+T threads an ensemble that costs more than 1/T of the work left trains alone on all threads
+(split into shards), the others side by side, one single-threaded ensemble per thread, largest
+first (:func:`schedule`).  Every result is stored in the cache as soon as its ensemble finishes.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence
+
+import torch
+
+from ..config import RunSpec
+from ..validate import check_int
+from .cache import RunCache
+from .execution import Execution
+from .run import Run
+from .trainer import EnsembleTrainer
+
+__all__ = ["train", "schedule", "group_chunks"]
+
+
+def _cost(chunk: Sequence[str], todo: dict) -> float:
+    s = todo[chunk[0]]
+    return len(chunk) * s.train.steps * (s.data.L + 1) * (s.data.d + s.data.n_tasks)
+
+
+def group_chunks(todo: dict[str, RunSpec], max_ensemble: int) -> list[list[str]]:
+    """Run keys grouped by shape (:meth:`RunSpec.group_key`) into ensembles of at most ``max_ensemble``."""
+    groups: dict[tuple, list[str]] = {}
+    for key, s in todo.items():
+        groups.setdefault(s.group_key(), []).append(key)
+    return [group[i : i + max_ensemble] for group in groups.values() for i in range(0, len(group), max_ensemble)]
+
+
+def schedule(chunks: list, todo: dict, dev: torch.device) -> tuple[list, list]:
+    """Split ensembles into those trained one after another on all threads (``solo``, largest
+    first) and those trained side by side, one single-threaded ensemble per thread (``together``).
+
+    On a CPU with T threads an ensemble goes solo while it costs more than 1/T of the work left (it
+    alone would keep the cores busy, split into shards); the rest run together, largest first.
+    """
+    threads = torch.get_num_threads() if dev.type == "cpu" else 1
+    order = sorted(chunks, key=lambda c: _cost(c, todo), reverse=True)
+    if threads == 1 or len(order) == 1:
+        return order, []
+    solo = []
+    while order and _cost(order[0], todo) * threads > sum(_cost(c, todo) for c in order):
+        solo.append(order.pop(0))
+    return solo, order
+
+
+def _train_concurrently(chunks: list, train_chunk: Callable) -> None:
+    """Run ``train_chunk(chunk, shards=1)`` for every chunk on a pool of single-threaded workers.
+
+    A ``KeyboardInterrupt`` asks every worker to checkpoint and stop, then propagates.
+    """
+    stop = threading.Event()
+    workers = min(torch.get_num_threads(), len(chunks))
+    with ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
+        futures = [pool.submit(train_chunk, c, 1, stop) for c in chunks]
+        try:
+            for f in futures:
+                f.result()
+        except BaseException:
+            stop.set()
+            for f in futures:
+                f.cancel()
+            raise
+
+
+def train(
+    specs: Sequence[RunSpec],
+    device="auto",
+    cache: bool = True,
+    progress: bool = True,
+    max_ensemble: int = 64,
+    graph: bool | None = None,
+) -> list[Run]:
+    """Train (or load from the run cache) every spec; returns one :class:`Run` per spec, in order.
+
+    Runs missing from the cache are grouped by shape into ensembles of at most ``max_ensemble``
+    models; on a CPU, small ensembles train side by side, one per thread (:func:`schedule`).
+    With ``cache=True`` a run in progress checkpoints into the cache folder and resumes there if
+    interrupted; two processes asking for the same runs train them once (the second waits on a
+    file lock, then loads).  ``graph`` captures each step as a CUDA graph (GPU only; ``None``:
+    when the environment variable ``ICL_CUDA_GRAPH`` is ``1``).
+    """
+    specs = list(specs)
+    for k, s in enumerate(specs):
+        if not isinstance(s, RunSpec):
+            raise ValueError(f"specs[{k}]={s!r} is invalid: accepted a RunSpec")
+    max_ensemble = check_int("max_ensemble", max_ensemble, 1)
+    ex = Execution.resolve(device, "auto", graph)
+    keys = [s.key(ex.device.type, ex.draw_ahead) for s in specs]
+    store = RunCache() if cache else None
+    found: dict[str, Run] = {}
+    if store is not None:
+        for key in set(keys):
+            run = store.load(key)
+            if run is not None:
+                found[key] = run
+    todo = {key: s for key, s in zip(keys, specs) if key not in found}
+    chunks = group_chunks(todo, max_ensemble)
+
+    def train_chunk(chunk: list[str], shards: int | None = None, stop=None) -> None:
+        if store is None:
+            runs = EnsembleTrainer([todo[k] for k in chunk], progress=progress, shards=shards, execution=ex).run(stop=stop)
+            found.update(zip(chunk, runs))
+            return
+        with store.locked(chunk):
+            missing = []
+            for k in chunk:
+                run = store.load(k)
+                if run is None:
+                    missing.append(k)
+                else:
+                    found[k] = run
+            if not missing:
+                return
+            ckpt = store.checkpoint_path(missing)
+            trainer = EnsembleTrainer(
+                [todo[k] for k in missing], checkpoint=ckpt, progress=progress, shards=shards, execution=ex
+            )
+            runs = trainer.run(stop=stop)
+            for k, run in zip(missing, runs):
+                store.save(k, run)
+                found[k] = run
+            ckpt.unlink(missing_ok=True)
+
+    solo, together = schedule(chunks, todo, ex.device)
+    for chunk in solo:
+        train_chunk(chunk)
+    if together:
+        _train_concurrently(together, train_chunk)
+    return [found[key] for key in keys]

@@ -1,0 +1,180 @@
+"""Curves: quantities against training steps, context length or iterations (all chapters).
+
+* :func:`dynamics`       -- a per-head quantity against training steps (paper 1, Figures 1b, 2b-c, 12);
+* :func:`loss_curves`    -- losses against steps (or L) with horizontal reference risks;
+* :func:`plot_against_L` -- losses against the context length with error bars (chapter 5, Figure 3);
+* :func:`excess_curves`  -- ``L(theta_t) - L*`` against ``t`` on a log scale, one line per method
+  (median over repetitions, band from the smallest to the largest; chapter 8);
+* :func:`loglog_points`  -- measured points with error bars, a fitted power law and reference
+  curves on log-log axes (chapter 8).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.ticker import FormatStrFormatter, NullFormatter
+
+from .style import HEAD_COLORS, as_array
+
+__all__ = ["dynamics", "loss_curves", "plot_against_L", "excess_curves", "loglog_points"]
+
+_TINY = 1e-32  # below float64 round-off of the excess loss
+
+
+def dynamics(
+    steps,
+    values,
+    ylabel: str,
+    ax=None,
+    labels: Sequence[str] | None = None,
+    marks: Mapping[str, float] | None = None,
+    logx: bool = False,
+):
+    """Plot ``values (T, H)`` against ``steps (T,)``, one line per head; ``marks`` adds labelled
+    vertical lines (stage boundaries, for instance)."""
+    steps, values = as_array(steps), as_array(values)
+    if values.ndim == 1:
+        values = values[:, None]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3))
+    for h in range(values.shape[1]):
+        lab = labels[h] if labels is not None else f"head {h + 1}"
+        ax.plot(steps, values[:, h], color=HEAD_COLORS[h % 10], label=lab, lw=1.5)
+    for k, (name, x) in enumerate((marks or {}).items()):
+        ax.axvline(x, color="0.3", ls=("--", ":", "-.")[k % 3], lw=1)
+        ax.text(x, ax.get_ylim()[1], f" {name}", va="top", ha="left", fontsize=8, color="0.3")
+    if logx:
+        ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlabel("training step")
+    ax.set_ylabel(ylabel)
+    ax.axhline(0, color="0.6", lw=0.6)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def loss_curves(
+    x,
+    curves: Mapping[str, object],
+    references: Mapping[str, float] | None = None,
+    ax=None,
+    xlabel: str = "training step",
+    ylabel: str = "ICL loss",
+    logx: bool = False,
+    logy: bool = False,
+    errors: Mapping[str, object] | None = None,
+):
+    """Loss curves ``{label: values}`` against ``x`` with horizontal lines for reference risks."""
+    x = as_array(x)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 3.5))
+    for k, (label, y) in enumerate(curves.items()):
+        y = as_array(y)
+        ax.plot(x, y, label=label, color=HEAD_COLORS[k % 10], lw=1.5)
+        if errors and label in errors:
+            e = as_array(errors[label])
+            ax.fill_between(x, y - e, y + e, color=HEAD_COLORS[k % 10], alpha=0.25, lw=0)
+    styles = ["--", ":", "-.", (0, (5, 1))]
+    for k, (label, value) in enumerate((references or {}).items()):
+        ax.axhline(value, color="0.25", ls=styles[k % 4], lw=1.1, label=f"{label} ({value:.4f})")
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_against_L(
+    Ls: Sequence[int],
+    curves: Mapping[str, object],
+    errors: Mapping[str, object] | None = None,
+    references: Mapping[str, object] | None = None,
+    ax=None,
+    train_L: int | None = None,
+    ylabel: str = "ICL test loss",
+    logy: bool = True,
+):
+    """Losses against the context length: ``curves`` with error bars (models), ``references`` as
+    grey dashed or dotted lines (estimators), a vertical line at the training length.  Chapter 5."""
+    x = np.asarray(list(Ls), dtype=float)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.2, 4.0))
+    for k, (label, y) in enumerate(curves.items()):
+        y = np.asarray(y, dtype=float)
+        e = None if not errors or label not in errors else np.asarray(errors[label], dtype=float)
+        ax.errorbar(x, y, yerr=e, label=label, color=HEAD_COLORS[k % 10], marker="o", ms=3.5, lw=1.5, capsize=2)
+    styles = ["--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1))]
+    greys = ["0.15", "0.35", "0.5", "0.25", "0.6"]
+    for k, (label, y) in enumerate((references or {}).items()):
+        ax.plot(x, np.asarray(y, dtype=float), color=greys[k % 5], ls=styles[k % 5], lw=1.3, label=label)
+    if train_L is not None:
+        ax.axvline(train_L, color="0.6", lw=0.8)
+        ax.text(train_L, 0.02, f" training L = {train_L}", transform=ax.get_xaxis_transform(), va="bottom",
+                fontsize=8, color="0.4")
+    ax.set_xscale("log")
+    ax.set_xticks(x)
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    if logy:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+        ax.tick_params(axis="y", which="minor", labelsize=7)
+    ax.set_xlabel("context length L")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def excess_curves(curves: Mapping[str, object], ax=None, floor: float | None = None, floor_label: str = "floor",
+                  styles: Mapping[str, str] | None = None, ylabel: str = r"$L(\theta_t) - L^\star$"):
+    """Plot ``{label: excess (T+1,) or (T+1, R)}`` on a log scale against the iteration ``t``."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.8))
+    for k, (label, e) in enumerate(curves.items()):
+        e = np.clip(as_array(e), _TINY, None)
+        if e.ndim == 1:
+            e = e[:, None]
+        t = np.arange(e.shape[0])
+        color = HEAD_COLORS[k % 10]
+        ls = (styles or {}).get(label, "-")
+        ax.plot(t, np.median(e, 1), color=color, ls=ls, lw=1.5, label=label)
+        if e.shape[1] > 1:
+            ax.fill_between(t, e.min(1), e.max(1), color=color, alpha=0.15, lw=0)
+    if floor is not None:
+        ax.axhline(floor, color="0.3", ls=":", lw=1.1, label=f"{floor_label} ({floor:.2g})")
+    ax.set_yscale("log")
+    ax.set_xlabel("iteration $t$")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+    return ax
+
+
+def loglog_points(x, y, yerr=None, ax=None, label: str = "measured", fit=None, fit_label: str | None = None,
+                  references: Mapping[str, object] | None = None, color_index: int = 0,
+                  xlabel: str = "$n$", ylabel: str = ""):
+    """Points ``y(x)`` with error bars on log-log axes, the fitted power law ``fit`` (a
+    :class:`icl_lib.p2_analysis.Fit` on natural logs) and reference curves ``{label: y_ref(x)}``."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3.6))
+    x, y = as_array(x), as_array(y)
+    color = HEAD_COLORS[color_index % 10]
+    ax.errorbar(x, y, yerr=None if yerr is None else as_array(yerr), fmt="o", color=color, ms=4, capsize=2, label=label)
+    if fit is not None:
+        xs = np.geomspace(x.min(), x.max(), 50)
+        text = fit_label or f"fit: slope {fit.slope:.2f} ± {fit.slope_se:.2f}"
+        ax.plot(xs, np.exp(fit.intercept) * xs**fit.slope, color=color, lw=1.2, label=text)
+    styles = ["--", ":", "-.", (0, (5, 1))]
+    for k, (lab, yr) in enumerate((references or {}).items()):
+        ax.plot(x, as_array(yr), color="0.3", ls=styles[k % 4], lw=1.1, label=lab)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+    return ax

@@ -1,0 +1,61 @@
+"""Training-stage figures of chapter 3 (paper 1, Section 4.2; Figures 1b, 2b-c, 12).
+
+* :func:`stage_dynamics_figure` -- ``omega_h`` over the whole run and its start, and ``mu_h``, one
+  row per run, with the detected stage boundaries marked;
+* :func:`stage_timeline`        -- one line per run: where pattern (3.1), Stage I and Stage II are
+  established.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+
+from ..paper1.dynamics import StageSummary
+from .curves import dynamics
+
+__all__ = ["stage_dynamics_figure", "stage_timeline"]
+
+
+def stage_dynamics_figure(items: Sequence[tuple[str, "StageSummary"]], zoom_step: int):
+    """Paper 1, Figures 1b, 2b-c, 12: ``omega_h`` over the whole run, ``omega_h`` over the first
+    ``zoom_step`` steps, and ``mu_h``; one row per ``(title, StageSummary)``, the detected steps
+    marked.  Chapter 3."""
+    fig, axes = plt.subplots(len(items), 3, figsize=(14, 3.3 * len(items)), squeeze=False, constrained_layout=True)
+    for row, (title, st) in zip(axes, items):
+        labels = [f"head {h + 1} ({g})" for h, g in enumerate(st.groups)]
+        early = st.steps <= zoom_step
+        marks = st.merged_marks()
+        dynamics(st.steps, st.omega, r"$\omega_h$", ax=row[0], labels=labels, marks=marks)
+        dynamics(st.steps[early], st.omega[early], r"$\omega_h$", ax=row[1], labels=labels,
+                 marks={k: v for k, v in marks.items() if v <= zoom_step})
+        dynamics(st.steps, st.mu, r"$\mu_h$", ax=row[2], labels=labels, marks=marks)
+        row[0].set_title(f"{title}: KQ scale")
+        row[1].set_title(f"{title}: KQ scale, first {zoom_step} steps")
+        row[2].set_title(f"{title}: OV entry")
+        for ax in row[1:]:
+            ax.get_legend().remove()
+    return fig
+
+
+def stage_timeline(items: Sequence[tuple[str, "StageSummary"]], last_step: int, ax=None):
+    """One line per run: the steps at which pattern (3.1), Stage I and Stage II are established
+    (a missing marker: not established within the run).  Chapter 3."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 0.35 * len(items) + 1.2))
+    styles = {"(3.1)": ("s", "C7", "pattern (3.1)"), "I": ("o", "C0", "Stage I"), "II": ("D", "C3", "Stage II")}
+    seen = set()
+    for y, (label, st) in enumerate(items):
+        ax.axhline(y, color="0.85", lw=0.8, zorder=0)
+        for name, x in st.marks().items():
+            mk, col, text = styles[name]
+            ax.scatter(max(x, 1), y, marker=mk, color=col, s=40, zorder=3, label=None if name in seen else text)
+            seen.add(name)
+    ax.set_yticks(range(len(items)), [lab for lab, _ in items], fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlim(1, last_step * 1.3)
+    ax.invert_yaxis()
+    ax.set_xlabel("training step (established from here to the end)")
+    ax.legend(fontsize=8, loc="lower left")
+    return ax

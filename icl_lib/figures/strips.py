@@ -1,0 +1,38 @@
+"""Per-task test losses as strip plots against the per-task references (paper 1, B.4; chapter 7)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+
+from ..paper1.multitask import MODES
+
+__all__ = ["task_loss_plot"]
+
+
+def task_loss_plot(losses: "pandas.DataFrame", refs: "pandas.DataFrame", fig=None):  # noqa: F821
+    """Per-task test losses of the trained models against the per-task references (chapter 7).
+
+    ``losses``: one row per (model, task) with columns ``H``, ``task`` (1-based), ``loss`` and
+    ``mode``; ``refs``: :func:`reference_risks`.  One panel per task: a dot per seed (colour: its
+    mode), horizontal lines for the references."""
+    tasks = sorted(losses["task"].unique())
+    if fig is None:
+        fig = plt.figure(figsize=(4.4 * len(tasks) + 2.6, 3.6))
+    axes = fig.subplots(1, len(tasks), sharey=True, squeeze=False)[0]
+    palette = dict(zip(MODES, sns.color_palette("tab10")))
+    present = [m for m in MODES if m in set(losses["mode"])]
+    lines = [("Bayes", "-."), ("dGD on support", "--"), ("shared weighted dGD", ":"), ("dGD on all coordinates", (0, (5, 1)))]
+    for k, (ax, t) in enumerate(zip(axes, tasks)):
+        sub = losses[losses["task"] == t]
+        sns.stripplot(data=sub, x="H", y="loss", hue="mode", palette=palette, hue_order=present, ax=ax, size=7,
+                      jitter=0.15, legend=k == 0)
+        for name, ls in lines:
+            ax.axhline(refs.loc[t, name], color="0.3", ls=ls, lw=1, label=name if k == 0 else None)
+        ax.set_title(f"task {t}")
+        ax.set_ylabel("per-task test ICL loss")
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[0].legend().remove()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.80, 0.5), fontsize=8, frameon=False)
+    fig.subplots_adjust(right=0.79, wspace=0.08)
+    return fig

@@ -1,0 +1,180 @@
+"""Benchmark: training speed of the ensemble engine against a plain reference implementation.
+
+    python -m icl_lib.tools.bench [--device cpu|cuda|auto] [--ensembles 1 8 32] [--seconds 4] [--graph on|off]
+
+Measures model-steps per second (one Adam step of one model on a fresh batch) for paper 1's
+setting H = 4, d = 5, L = 40, batch 256:
+
+* the reference: the model written the usual way -- ``nn.Linear`` projections of every token for
+  each head's Q, K, V and O, fresh data from ``torch.randn``, ``torch.optim.Adam``, one model at a
+  time (:class:`ReferenceAttention`, tested to compute the same function as the engine);
+* the engine (:class:`~icl_lib.engine.trainer.EnsembleTrainer`) with ensembles of R models;
+* the floor: drawing the fresh Gaussian numbers alone, per model-step, and its share of a step.
+
+Both are measured in the same process, interleaved, and the median of ``--repeats`` timed windows
+is reported, so the ratios are robust to a busy machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import statistics
+import sys
+import time
+
+import torch
+from torch import nn
+
+from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig, resolve_device
+from ..engine.execution import resolve_draw_ahead
+from ..engine.trainer import EnsembleTrainer
+
+__all__ = ["ReferenceAttention", "reference_step_fn", "measure", "main"]
+
+
+class ReferenceAttention(nn.Module):
+    """Paper 1's H-head attention written the usual way (benchmark baseline, eq. 2.2).
+
+    Every head projects every token with its own ``nn.Linear`` Q, K, V (``D x D``) and O
+    (``D -> 1``); the query ``(x_q, 0)`` attends to the L context tokens.
+    """
+
+    def __init__(self, heads: int, d: int):
+        super().__init__()
+        D = d + 1
+        self.d, self.D = d, D
+        self.q = nn.ModuleList(nn.Linear(D, D, bias=False) for _ in range(heads))
+        self.k = nn.ModuleList(nn.Linear(D, D, bias=False) for _ in range(heads))
+        self.v = nn.ModuleList(nn.Linear(D, D, bias=False) for _ in range(heads))
+        self.o = nn.ModuleList(nn.Linear(D, 1, bias=False) for _ in range(heads))
+
+    def forward(self, Z: torch.Tensor, zq: torch.Tensor) -> torch.Tensor:
+        """``Z (B, L, D)`` context tokens, ``zq (B, D)`` query token; returns ``(B,)``."""
+        out = 0.0
+        for q, k, v, o in zip(self.q, self.k, self.v, self.o):
+            scores = (k(Z) @ q(zq)[:, :, None])[:, :, 0] / math.sqrt(self.D)  # (B, L)
+            attn = torch.softmax(scores, dim=-1)
+            out = out + o((attn[:, :, None] * v(Z)).sum(1))  # (B, 1)
+        return out[:, 0]
+
+
+def reference_step_fn(model: ReferenceAttention, d: int, L: int, sigma2: float, batch: int, lr: float, device):
+    """One training step of the reference: fresh data, forward, backward, Adam."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+
+    def step():
+        x = torch.randn(batch, L + 1, d, device=device)
+        beta = torch.randn(batch, d, 1, device=device) / math.sqrt(d)
+        y = (x @ beta)[:, :, 0] + math.sqrt(sigma2) * torch.randn(batch, L + 1, device=device)
+        Z = torch.cat([x[:, :L], y[:, :L, None]], -1)
+        zq = torch.cat([x[:, L], torch.zeros(batch, 1, device=device)], -1)
+        loss = ((model(Z, zq) - y[:, L]) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def _rate(fn, seconds: float, sync) -> float:
+    """Calls per second of ``fn`` over a window of about ``seconds``."""
+    n, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        if n % 5 == 0:
+            sync()
+            if time.perf_counter() - t0 > seconds:
+                return n / (time.perf_counter() - t0)
+
+
+def measure(device="auto", ensembles=(1, 8, 32), seconds: float = 4.0, repeats: int = 3, heads: int = 4,
+            compile: bool | str = "auto", graph: bool = False, draw_ahead: int | str = "auto"):
+    """Return a list of result rows (dicts) for the reference and each ensemble size."""
+    dev = resolve_device(device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    d, L, s2, B, lr = 5, 40, 0.1, 256, 1e-3
+    torch.manual_seed(0)
+    ref = ReferenceAttention(heads, d).to(dev)
+    ref_step = reference_step_fn(ref, d, L, s2, B, lr, dev)
+    tc = TrainConfig(steps=100_000_000, batch=B, lr=lr, n_log=2, val_size=256)
+    trainers = {}
+    for R in ensembles:
+        specs = [RunSpec(DataConfig(d=d, L=L, sigma2=s2), ModelConfig(heads=heads), tc, seed=r) for r in range(R)]
+        trainers[R] = EnsembleTrainer(specs, dev, progress=False, compile=compile, graph=graph, draw_ahead=draw_ahead)
+
+    chunk = 25  # engine steps per timed call: run() checks for divergence (a device sync) once per call
+
+    def engine_step(tr):
+        return lambda: tr.run(until=tr.step + chunk)
+
+    def sample_only(tr):  # one step's batch (with draw-ahead: 1/K of drawing K steps' batches)
+        if tr.draw > 1:
+            return lambda: tr.sampler.sample(B, tr.generators, out=tr.source.chunk, steps=tr.draw)
+        buffer = torch.empty(len(tr.specs), B, tr.sampler.numbers_per_sequence(), device=dev)
+        return lambda: tr.sampler.sample(B, tr.generators, out=buffer)
+
+    for _ in range(10):  # warm up everything (allocator, thread pool, compilation)
+        ref_step()
+    for tr in trainers.values():
+        engine_step(tr)()
+    rates = {"ref": []} | {R: [] for R in ensembles} | {("floor", R): [] for R in ensembles}
+    for _ in range(repeats):  # interleaved windows
+        rates["ref"].append(_rate(ref_step, seconds, sync))
+        for R, tr in trainers.items():
+            rates[R].append(_rate(engine_step(tr), seconds, sync) * R * chunk)
+            rates[("floor", R)].append(_rate(sample_only(tr), seconds / 2, sync) * R * tr.draw)
+    ref_rate = statistics.median(rates["ref"])
+    rows = [{"impl": "reference (nn.Linear, one model)", "R": 1, "model_steps_per_s": ref_rate, "ratio": 1.0}]
+    for R in ensembles:
+        r = statistics.median(rates[R])
+        floor = statistics.median(rates[("floor", R)])
+        rows.append(
+            {
+                "impl": "engine",
+                "R": R,
+                "model_steps_per_s": r,
+                "ratio": r / ref_rate,
+                "sampling_floor_model_steps_per_s": floor,
+                "sampling_share": r / floor,
+            }
+        )
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="benchmark the training engine against a plain reference")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--ensembles", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--seconds", type=float, default=4.0, help="length of each timed window")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
+                    help="torch.compile the loss (auto: on CUDA only)")
+    ap.add_argument("--graph", choices=["on", "off"], default="off", help="capture each step as a CUDA graph (cuda only)")
+    ap.add_argument("--draw-ahead", default="auto", help="steps whose batches are drawn at once (auto: 1 on cpu, 32 on cuda)")
+    args = ap.parse_args(argv)
+    compile_flag = {"auto": "auto", "on": True, "off": False}[args.compile]
+
+    try:
+        dev = resolve_device(args.device)
+        draw = resolve_draw_ahead(args.draw_ahead, dev)
+    except ValueError as err:
+        print(f"python -m icl_lib.tools.bench: error: {err}", file=sys.stderr)
+        return 2
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else (platform.processor() or platform.machine())
+    print(f"device={dev.type} ({name}), torch {torch.__version__}, threads={torch.get_num_threads()}, "
+          f"H=4 d=5 L=40 batch=256, Adam, cuda graph {args.graph}, draw-ahead {args.draw_ahead}")
+    rows = measure(dev.type, args.ensembles, args.seconds, args.repeats, compile=compile_flag,
+                   graph=args.graph == "on", draw_ahead=draw)
+    print(f"{'implementation':34s} {'R':>4s} {'model-steps/s':>14s} {'vs reference':>13s} {'sampling share':>15s}")
+    for row in rows:
+        share = f"{row['sampling_share']:.0%}" if "sampling_share" in row else "-"
+        print(f"{row['impl']:34s} {row['R']:4d} {row['model_steps_per_s']:14.1f} {row['ratio']:12.1f}x {share:>15s}")
+    print("sampling share: time spent drawing the fresh Gaussian batch / time of a whole training step")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Execute the book's chapters side by side before ``jupyter-book build`` (``make book``).
+
+    python -m icl_lib.tools.bookexec [--cache _build/.jupyter_cache] [--jobs N] CHAPTER.ipynb ...
+
+Jupyter Book (MyST-NB, ``execute_notebooks: cache``) executes chapters one at a time and keeps each
+executed notebook in a Jupyter Cache.  This fills that cache first, ``--jobs`` chapters at a time,
+each kernel single-threaded (``OMP_NUM_THREADS=1``), so the cores are busy even while a chapter
+runs serial code; the build then finds every chapter cached and only renders.  A chapter's numbers
+do not change: the CPU training engine runs its shards single-threaded anyway
+(:mod:`icl_lib.engine.steps`), and chapters share trained runs through the run cache, whose file locks let
+one chapter wait for runs another is training.
+
+Chapters start in the order given (``make book`` starts the long ones first, and chapter 2 before
+the chapters that reuse its runs).  A chapter whose source did not change since its last execution
+is skipped.  A chapter that fails is reported and left to the build, which executes it again and
+shows the error.  The execution mirrors MyST-NB's (kernel in the notebook's folder, the
+``execution`` timeout, errors not allowed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+__all__ = ["main", "execute_chapters"]
+
+
+def _execute(path: str, timeout: int) -> tuple[str, object, float, str | None]:
+    """Run one notebook in a fresh kernel; returns ``(path, executed notebook, seconds, error)``."""
+    import nbformat
+    from jupyter_cache.executors.utils import single_nb_execution
+
+    nb = nbformat.read(path, as_version=4)
+    result = single_nb_execution(nb, cwd=str(Path(path).parent.resolve()), timeout=timeout, allow_errors=False)
+    err = None if result.err is None else f"{type(result.err).__name__}: {str(result.err).strip().splitlines()[-1:]}"
+    return path, nb, result.time, err
+
+
+def _read_timeout(config: Path) -> int:
+    """The ``execute.timeout`` of ``_config.yml`` (Jupyter Book's default 30 s when absent)."""
+    try:
+        import yaml
+
+        return int(((yaml.safe_load(config.read_text()) or {}).get("execute") or {}).get("timeout", 30))
+    except (OSError, ValueError, TypeError):
+        return 30
+
+
+def execute_chapters(paths: list[str], cache_path: Path, jobs: int, timeout: int) -> int:
+    """Execute the chapters missing from the Jupyter Cache at ``cache_path``; returns the failures."""
+    import nbformat
+    from jupyter_cache import get_cache
+    from jupyter_cache.cache.main import CacheBundleIn
+
+    cache = get_cache(str(cache_path))
+    todo = []
+    for p in paths:
+        nb = nbformat.read(p, as_version=4)
+        try:
+            cache.match_cache_notebook(nb)
+            continue  # executed before with this source
+        except KeyError:
+            todo.append(str(Path(p).resolve()))
+    if not todo:
+        print("bookexec: every chapter is cached")
+        return 0
+    # Kernels inherit this environment: one thread each, no progress bars (as in the book build).
+    os.environ.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "ICL_PROGRESS": "0"})
+    jobs = max(1, min(jobs, len(todo)))
+    print(f"bookexec: executing {len(todo)} chapter(s), {jobs} at a time, one thread each")
+    failures = 0
+    t0 = time.perf_counter()
+    busy = 0.0
+    with ProcessPoolExecutor(jobs) as pool:
+        futures = [pool.submit(_execute, p, timeout) for p in todo]
+        for f in as_completed(futures):
+            path, nb, seconds, err = f.result()
+            busy += seconds
+            name = Path(path).name
+            if err is not None:
+                failures += 1
+                print(f"  {name:45s} FAILED after {seconds:6.1f} s ({err}); the build re-runs it and shows the error")
+                continue
+            cache.cache_notebook_bundle(
+                CacheBundleIn(nb, path, data={"execution_seconds": seconds}), check_validity=False, overwrite=True
+            )
+            print(f"  {name:45s} {seconds:6.1f} s")
+    wall = time.perf_counter() - t0
+    print(f"bookexec: {wall:.1f} s wall for {busy:.1f} s of chapter execution ({jobs} kernels)")
+    return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("chapters", nargs="+", help="notebooks, in the order to start them")
+    ap.add_argument("--cache", type=Path, default=Path("_build/.jupyter_cache"), help="the build's Jupyter Cache")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="chapters executed at once")
+    ap.add_argument("--config", type=Path, default=Path("_config.yml"), help="for execute.timeout")
+    args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error(f"--jobs={args.jobs} is invalid: accepted an integer >= 1")
+    for p in args.chapters:
+        if not Path(p).is_file() or not p.endswith(".ipynb"):
+            ap.error(f"chapter {p!r} is invalid: accepted an existing .ipynb file")
+    execute_chapters(args.chapters, args.cache, args.jobs, _read_timeout(args.config))
+    return 0  # failures are left to the build, which reports them
+
+
+if __name__ == "__main__":
+    sys.exit(main())

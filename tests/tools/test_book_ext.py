@@ -1,0 +1,150 @@
+"""The book's Sphinx extension (book/_ext/icl_book.py) on a small book built here with Sphinx.
+
+Two chapter notebooks carry the outputs that ``Claims.report()`` makes (the CLAIM lines and the
+glued JSON), written by the real ``Claims`` class; the dashboard must list every claim of every
+chapter of the table of contents, in its order, linked to the section that checked it, and warn
+when a chapter's lines and JSON disagree.  No kernel runs (execution is off).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import re
+import textwrap
+from pathlib import Path
+
+import nbformat
+
+from icl_lib import claims as claims_mod
+from icl_lib.claims import Claims
+
+ROOT = Path(__file__).resolve().parents[2]
+EXT = ROOT / "book" / "_ext"
+
+
+def _ext():
+    spec = importlib.util.spec_from_file_location("icl_book_under_test", EXT / "icl_book.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_extension_reads_what_claims_writes():
+    ext = _ext()
+    assert ext.CLAIMS_MIME == claims_mod.CLAIMS_MIME and ext.CLAIMS_GLUE_KEY == claims_mod.CLAIMS_GLUE_KEY
+    c = Claims("t", "quick")
+    c.check("a-b", True, 0.123456, "|x - 1| < 4 se", "s")
+    c.check("c", False, [1.0, float("nan")], "y>3", "s")
+    lines = "\n".join(x.line() for x in c.items) + "\n"
+    assert ext.CLAIM_LINE.findall(lines) == [("a-b", "PASS", "0.1235", "|x-1|<4se"), ("c", "FAIL", "[1,nan]", "y>3")]
+
+
+def _chapter(title: str, checks: list[tuple[str, str, bool]], tamper: bool = False) -> nbformat.NotebookNode:
+    """A chapter notebook: one section per claim, whose cell has the outputs report() makes."""
+    c = Claims("x", "quick", device="cpu")
+    cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\nIntro.")]
+    for n, (section, cid, ok) in enumerate(checks, start=1):
+        cells.append(nbformat.v4.new_markdown_cell(f"## {section}\n\nText."))
+        cells.append(nbformat.v4.new_code_cell(f"claims.check({cid!r}, ...)", execution_count=n))
+        c.check(cid, ok, 0.5 * n, "x<1", f"statement of {cid}")
+        c.items[-1].cell = n  # what the kernel's execution count would have been
+    payload = c.payload()
+    text = "".join(x.line() + "\n" for x in c.items)
+    if tamper:
+        text = text.replace("PASS", "FAIL", 1)
+    report = nbformat.v4.new_code_cell("claims.report()", execution_count=len(checks) + 1)
+    prefix = "application/papermill.record/"
+    report.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text=text),
+        nbformat.v4.new_output(
+            "display_data",
+            data={prefix + claims_mod.CLAIMS_MIME: payload},
+            metadata={"scrapbook": {"name": claims_mod.CLAIMS_GLUE_KEY, "mime_prefix": prefix}},
+        ),
+    ]
+    cells += [nbformat.v4.new_markdown_cell("## Verdict"), report]
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    return nb
+
+
+def _build(tmp_path: Path, chapters: dict[str, nbformat.NotebookNode]) -> tuple[str, str, str]:
+    from sphinx.application import Sphinx
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(
+        textwrap.dedent(
+            f"""
+            import sys
+            sys.path.insert(0, {str(EXT)!r})
+            extensions = ["myst_nb", "icl_book"]
+            nb_execution_mode = "off"
+            mathjax_path = "https://example.invalid/mathjax.js"  # not loaded: nothing opens the pages
+            suppress_warnings = ["mystnb.unknown_mime_type"]
+            """
+        )
+    )
+    toc = "\n".join(chapters)
+    (src / "index.md").write_text(f"# Book\n\n```{{toctree}}\nclaims\nstatus\n{toc}\n```\n")
+    (src / "claims.md").write_text("# Claims\n\n```{claims-dashboard}\n```\n")
+    (src / "status.md").write_text("# Status\n\n```{execution-status}\n```\n")
+    for name, nb in chapters.items():
+        nbformat.write(nb, src / f"{name}.ipynb")
+    warnings = io.StringIO()
+    app = Sphinx(str(src), str(src), str(tmp_path / "html"), str(tmp_path / "doctrees"), "html",
+                 status=None, warning=warnings, freshenv=True)
+    app.build()
+    html = tmp_path / "html"
+    return (html / "claims.html").read_text(), (html / "status.html").read_text(), warnings.getvalue()
+
+
+def _rows(page: str) -> list[tuple[str, str, str]]:
+    """(href, claim id, verdict) of each dashboard row."""
+    return re.findall(
+        r'<tr[^>]*>\s*<td><p><a class="reference internal" href="([^"]*)"><code[^>]*>(?:<span[^>]*>)?([^<]+)'
+        r".*?icl-verdict icl-(?:pass|fail)\">(PASS|FAIL)<",
+        page,
+        flags=re.S,
+    )
+
+
+def test_dashboard_lists_every_claim_of_every_chapter(tmp_path):
+    chapters = {
+        "02_second": _chapter("2. Second", [("Alpha part", "alpha", True), ("Beta part", "beta", False)]),
+        "01_first": _chapter("1. First", [("The data", "moment", True)]),
+    }
+    dash, status, warnings = _build(tmp_path, chapters)
+    assert "WARNING" not in warnings, warnings
+    # in the order of the table of contents, each linked to its section
+    assert _rows(dash) == [
+        ("02_second.html#alpha-part", "alpha", "PASS"),
+        ("02_second.html#beta-part", "beta", "FAIL"),
+        ("01_first.html#the-data", "moment", "PASS"),
+    ]
+    assert "statement of beta" in dash and "3 claims in 2 chapters: 2 pass, 1 fail" in dash
+    assert status.count("<tr") == 1 + 2  # header and one row per chapter
+    assert ">quick<" in status and ">cpu<" in status and ">1/2<" in status and ">1/1<" in status
+
+
+def test_dashboard_warns_when_lines_and_json_disagree(tmp_path):
+    chapters = {"01_first": _chapter("1. First", [("The data", "moment", True)], tamper=True)}
+    _, _, warnings = _build(tmp_path, chapters)
+    assert "the CLAIM line and the claims JSON output disagree" in warnings
+
+
+def test_dashboard_warns_when_a_chapter_reports_nothing(tmp_path):
+    nb = _chapter("1. First", [("The data", "moment", True)])
+    nb.cells[-1].outputs = []
+    _, _, warnings = _build(tmp_path, {"01_first": nb})
+    assert "chapter printed no CLAIM line" in warnings
+
+
+def test_config_serves_mathjax_from_the_book():
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]["config"]
+    # a relative path is served from _static/ of the built book, which html_extra_path fills
+    assert cfg["mathjax_path"] == "mathjax/tex-mml-chtml.js"
+    assert "html_static_path" not in cfg and cfg["html_extra_path"] == ["_build/mathjax/html"]
