@@ -30,6 +30,7 @@ from .config import DataConfig, ModelConfig, RunSpec, TrainConfig, kms_covarianc
 from .data import Batch, TaskSampler, sample_batch
 from .engine import EnsembleTrainer, Run, TrainingDiverged, resolve_profile, stack_models, train, train_config
 from .models import AttentionEnsemble, kernel_regression_predict
+from .seeding import derive_seed
 from .version import MODEL_CODE_VERSION, __version__
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "TaskSampler",
     "TrainConfig",
     "TrainingDiverged",
+    "derive_seed",
     "kernel_regression_predict",
     "kms_covariance",
     "mu_of",

@@ -21,7 +21,7 @@ from typing import Iterator, NamedTuple, Sequence
 import torch
 
 from .config import DataConfig
-from .seeding import derive_seed
+from .seeding import generator as seeded
 from .validate import check_int
 
 __all__ = ["Batch", "TaskSampler", "sample_batch", "sample_chunks"]
@@ -251,17 +251,17 @@ def sample_batch(
 
     The convenience sampler of the chapters (evaluation sets, Monte Carlo risks).
     """
-    if isinstance(generator, int):
-        generator = torch.Generator(device=torch.device(device)).manual_seed(derive_seed(generator, "test"))
-    return TaskSampler([data], device=device, dtype=dtype).sample(batch, [[generator]], L=L).member(0)
+    gen = generator if isinstance(generator, torch.Generator) else seeded(generator, "test", device=device)
+    return TaskSampler([data], device=device, dtype=dtype).sample(batch, [[gen]], L=L).member(0)
 
 
 def sample_chunks(
     data: DataConfig, n: int, seed: int = 0, chunk: int = 20_000, L: int | None = None, dtype=torch.float64
 ) -> Iterator[Batch]:
     """``n`` fresh sequences of one task as batches of at most ``chunk``, all drawn from one
-    generator seeded with ``seed`` (the Monte Carlo risks and gaps of chapters 1-7)."""
-    gen = torch.Generator().manual_seed(seed)
+    generator derived from ``seed`` (the Monte Carlo risks and gaps of chapters 1-7); with
+    ``n <= chunk`` the one batch is :func:`sample_batch`'s for that seed."""
+    gen = seeded(seed, "test")
     done = 0
     while done < n:
         m = min(chunk, n - done)

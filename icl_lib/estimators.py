@@ -37,6 +37,7 @@ import torch
 
 from .config import DataConfig, check_float, check_int
 from .data import Batch, sample_chunks
+from .seeding import generator
 
 __all__ = [
     "vanilla_gd_predict",
@@ -190,7 +191,7 @@ def bayes_risk(d: int, L: int, sigma2: float, n: int = 2_000, seed: int = 0) -> 
     n = check_int("n", n, 2)
     if s2 == 0:
         return max(d - L, 0) / d, 0.0
-    gen = torch.Generator().manual_seed(seed)
+    gen = generator(seed, "bayes-design")
     vals = []
     chunk = max(1, 2_000_000 // (L * d))
     done = 0

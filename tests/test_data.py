@@ -2,10 +2,11 @@
 
 import math
 
+import pytest
 import torch
 
 from icl_lib import DataConfig, TaskSampler, kms_covariance, sample_batch
-from icl_lib.seeding import make_generators
+from icl_lib.seeding import generator, make_generators
 
 
 def test_isotropic_moments():
@@ -75,7 +76,28 @@ def test_sample_chunks_cover_n_from_one_generator():
     data = DataConfig(d=3, L=4)
     parts = list(sample_chunks(data, 7, seed=3, chunk=3))
     assert [p.tokens.shape[0] for p in parts] == [3, 3, 1]
-    gen = torch.Generator().manual_seed(3)
+    gen = generator(3, "test")
     again = [sample_batch(data, m, gen) for m in (3, 3, 1)]
     for a, b in zip(parts, again):
         assert torch.equal(a.tokens, b.tokens) and torch.equal(a.beta, b.beta)
+    one = next(sample_chunks(data, 3, seed=3))  # n <= chunk: the batch sample_batch draws for that seed
+    assert torch.equal(one.tokens, sample_batch(data, 3, 3).tokens)
+
+
+def test_derive_seed_names_independent_streams():
+    """Purposes and indices give distinct seeds; the engine's run streams keep their codes 0-3
+    (the model-code numerics); a bad purpose or seed is refused by name."""
+    from icl_lib.seeding import derive_seed
+
+    seeds = {derive_seed(0, p, *i) for p in ("init", "train", "val", "test", "test-loss", "mc-bayes")
+             for i in ((), (1,), (2, 3))}
+    assert len(seeds) == 6 * 3
+    assert derive_seed(5, "test-loss") == derive_seed(5, "test-loss", 0) != derive_seed(6, "test-loss")
+    import numpy as np
+
+    legacy = np.random.SeedSequence([7, 1, 1]).generate_state(1, np.uint64)[0] >> np.uint64(1)
+    assert derive_seed(7, "train", 1) == int(legacy)
+    with pytest.raises(ValueError, match="purpose=''"):
+        derive_seed(0, "")
+    with pytest.raises(ValueError, match="seed=-1"):
+        derive_seed(-1, "test")

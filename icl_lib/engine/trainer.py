@@ -33,7 +33,7 @@ import torch
 
 from ..config import RunSpec, resolve_dtype
 from ..data import Batch, TaskSampler
-from ..seeding import content_seed, derive_seed, make_generators
+from ..seeding import content_seed, generator, make_generators
 from ..validate import check_int
 from .execution import Execution, tune_cpu_allocator
 from .run import Run, empty_model
@@ -47,7 +47,7 @@ def validation_batch(spec: RunSpec, device="cpu", dtype=torch.float32) -> Batch:
     """The fixed held-out validation set of a run: it depends only on the task (``spec.data``) and
     ``val_size``, so all runs of one task are compared on the same sequences."""
     seed = content_seed({"data": spec.to_dict()["data"], "n": spec.train.val_size})
-    gen = torch.Generator(device=torch.device(device)).manual_seed(derive_seed(seed, "val"))
+    gen = generator(seed, "val", device=device)
     sampler = TaskSampler([spec.data], device=device, dtype=dtype)
     return sampler.sample(spec.train.val_size, [[gen]]).member(0)
 

@@ -33,6 +33,7 @@ from ..circuits import DUMMY_TOL, dummy_heads, mu_of, omega_of, pattern_history
 from ..config import DataConfig
 from ..estimators import model_risk
 from ..models import AttentionEnsemble
+from ..seeding import generator
 from ..validate import check_float, check_int
 from .approx_loss import ApproxLossConfig, approx_loss, approx_loss_grad
 
@@ -292,7 +293,7 @@ def attention_norms(d: int, L: int, omega: float, n: int = 4000, seed: int = 0, 
     d, L, n = check_int("d", d, 1), check_int("L", L, 1), check_int("n", n, 1)
     omega = check_float("omega", omega)
     chunk = max(1, min(n, 4_000_000 // (L * d))) if chunk is None else check_int("chunk", chunk, 1)
-    gen = torch.Generator().manual_seed(seed)
+    gen = generator(seed, "attention-norms")
     out = []
     done = 0
     while done < n:

@@ -48,6 +48,7 @@ from ..circuits import DUMMY_TOL, kq_diagonal, mu_matrix
 from ..config import DataConfig
 from ..data import Batch, sample_chunks
 from ..estimators import debiased_gd_predict, ridge_predict
+from ..seeding import derive_seed, generator
 from ..validate import check_float, check_int
 
 __all__ = [
@@ -225,7 +226,7 @@ def bayes_task_risk(data: DataConfig, task: int, n: int = 200_000, seed: int = 0
     if s2 == 0 and L < s:
         raise ValueError(f"sigma2=0 with L={L} < |S|={s}: the posterior is not defined, accepted sigma2 > 0 or L >= |S|")
     n = check_int("n", n, 2)
-    gen = torch.Generator().manual_seed(seed)
+    gen = generator(seed, "bayes-task")
     vals, done = [], 0
     eye = torch.eye(s, dtype=torch.float64)
     while done < n:
@@ -247,7 +248,7 @@ def reference_risks(data: DataConfig, n_bayes: int = 200_000, seed: int = 0) -> 
     g_shared = optimal_gamma_shared(data)
     rows = []
     for t in range(data.n_tasks):
-        bayes, bayes_se = bayes_task_risk(data, t, n=n_bayes, seed=seed + t)
+        bayes, bayes_se = bayes_task_risk(data, t, n=n_bayes, seed=derive_seed(seed, "task", t))
         rows.append({
             "task": t + 1,
             "support size": len(_supports(data)[t]),

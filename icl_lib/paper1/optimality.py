@@ -34,6 +34,7 @@ from .. import estimators as est
 from ..config import DataConfig
 from ..data import Batch, sample_batch, sample_chunks
 from ..models import ACTIVATIONS
+from ..seeding import derive_seed
 from ..validate import check_float, check_int
 
 __all__ = [
@@ -73,7 +74,7 @@ def length_sweep(model, data: DataConfig, Ls: Sequence[int], n: int, n_sets: int
     out = torch.empty(model.R, len(Ls), n_sets, dtype=torch.float64)
     for j, L in enumerate(Ls):
         for k in range(n_sets):
-            m, _ = est.model_risk(model, data, n=n, seed=seed + 1000 * j + k, L=L)
+            m, _ = est.model_risk(model, data, n=n, seed=derive_seed(seed, "length-sweep", j, k), L=L)
             out[:, j, k] = m
     return out
 
@@ -85,7 +86,7 @@ def reference_curves(
     debiased GD at its optimal step ``eta*(L)``, and the Bayes risk (design-only Monte Carlo, its
     standard error under ``"Bayes se"``).  Paper 1, Figure 3; chapter 5."""
     Ls = check_lengths(Ls)
-    bayes = [est.bayes_risk(d, L, sigma2, n=n_bayes, seed=seed + j) for j, L in enumerate(Ls)]
+    bayes = [est.bayes_risk(d, L, sigma2, n=n_bayes, seed=derive_seed(seed, "bayes-at-L", j)) for j, L in enumerate(Ls)]
     return {
         "vanilla GD": np.array([est.vanilla_gd_risk(eta, d, L, sigma2) for L in Ls]),
         "debiased GD": np.array([est.debiased_gd_risk(eta, d, L, sigma2) for L in Ls]),
@@ -265,7 +266,7 @@ def bayes_ratio_grid(xis: Sequence[float], sigma2s: Sequence[float], d: int, n: 
             L = max(2, round(d / xi))
             xi_eff = d / L
             r_dgd = est.debiased_gd_risk(est.optimal_eta_debiased(d, L, s2), d, L, s2)
-            r_b, se_b = est.bayes_risk(d, L, s2, n=n, seed=seed + len(rows))
+            r_b, se_b = est.bayes_risk(d, L, s2, n=n, seed=derive_seed(seed, "bayes-grid", len(rows)))
             lim_dgd, lim_b = est.gd_risk_proportional(xi_eff, s2), est.bayes_risk_proportional(xi_eff, s2)
             rows.append({"xi": xi_eff, "sigma2": s2, "d": d, "L": L, "R_dGD*": r_dgd, "R_Bayes": r_b,
                          "R_Bayes se": se_b, "ratio": r_dgd / r_b, "R_dGD* limit": lim_dgd,

@@ -24,11 +24,11 @@ gradient method gets the step its own curvature allows.  Used by chapter 8.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 import torch
 
+from ..seeding import generator
 from ..validate import check_choice, check_float, check_int
 from .data import Problem, sample
 from .loss import (
@@ -51,24 +51,11 @@ __all__ = [
     "precondition",
     "step_size",
     "run",
-    "p2_seed",
-    "p2_generator",
 ]
 
 PRECONDITIONERS = ("whitened", "left", "none")
 INITS = ("spectral", "random")
 OPTIMISERS = ("gd", "adam")
-
-
-def p2_seed(seed: int, purpose: str) -> int:
-    """A 62-bit seed for ``purpose`` derived from the user's ``seed`` (independent streams)."""
-    h = hashlib.sha256(f"p2:{int(seed)}:{purpose}".encode()).digest()
-    return int.from_bytes(h[:8], "little") >> 2
-
-
-def p2_generator(seed: int, purpose: str, device="cpu") -> torch.Generator:
-    """A ``torch.Generator`` on ``device`` seeded with :func:`p2_seed` (chapter 8)."""
-    return torch.Generator(device=device).manual_seed(p2_seed(seed, purpose))
 
 
 @dataclass(frozen=True)
@@ -269,23 +256,23 @@ def run(problem: Problem, method: Method | str, cfg: RunConfig, seed: int = 0) -
     """
     if isinstance(method, str):
         method = METHODS[check_choice("method", method, tuple(METHODS))]
-    seed = check_int("seed", seed, 0, 2**62)
+    seed = check_int("seed", seed, 0, 2**63 - 1)
     R, p, d = problem.R, problem.p, problem.d
     dev = problem.M.device
-    g_init = p2_generator(seed, "init-sample", dev)
+    g_init = generator(seed, "init-sample", device=dev)
     X0, Y0 = sample(problem, 1, cfg.n_init, g_init)
     start = spectral_init(X0[:, 0], Y0[:, 0])
     if method.init == "spectral":
         A, B = start.A0.clone(), start.B0.clone()
     else:
-        g_rand = p2_generator(seed, "random-start", dev)
+        g_rand = generator(seed, "random-start", device=dev)
         GA = torch.randn(R, p, d, generator=g_rand, dtype=problem.M.dtype, device=dev)
         GB = torch.randn(R, d, d, generator=g_rand, dtype=problem.M.dtype, device=dev)
         scale = cfg.init_scale * (start.A0.pow(2).sum((1, 2)) + start.B0.pow(2).sum((1, 2))).sqrt()
         norm = (GA.pow(2).sum((1, 2)) + GB.pow(2).sum((1, 2))).sqrt()
         A, B = GA * (scale / norm)[:, None, None], GB * (scale / norm)[:, None, None]
     A0, B0 = A.clone(), B.clone()
-    oracle = GradientOracle(problem, cfg.n, cfg.K, method.regularised, p2_generator(seed, "oracle", dev))
+    oracle = GradientOracle(problem, cfg.n, cfg.K, method.regularised, generator(seed, "oracle", device=dev))
     if method.optimiser == "adam":
         eta = torch.full((R,), cfg.adam_lr, dtype=A.dtype, device=dev)
         A.requires_grad_(True)

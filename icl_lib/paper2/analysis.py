@@ -26,6 +26,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ..seeding import generator
 from ..validate import check_choice, check_float, check_int
 from .data import Problem, sample
 from .loss import population_loss, predict, transpose
@@ -272,7 +273,7 @@ def manifold_distance(problem: Problem, A: torch.Tensor, B: torch.Tensor, geomet
     Ws, Om = W_star.cpu(), Omega_w.cpu()
     d = problem.d
     iu = torch.triu_indices(d, d, 1)
-    gen = torch.Generator().manual_seed(seed)
+    gen = generator(seed, "manifold-restarts")
     out = torch.empty(problem.R, dtype=A.dtype)
     for r in range(problem.R):
         flip = torch.eye(d, dtype=A.dtype)

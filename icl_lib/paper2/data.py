@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..seeding import generator
 from ..validate import check_float, check_int
 
 __all__ = ["P2Config", "Problem", "make_problem", "sample", "haar_orthogonal", "NORM_BOUND"]
@@ -110,7 +111,7 @@ def make_problem(cfg: P2Config, R: int = 1, seed: int = 0, kappa: float | None =
     """
     R = check_int("R", R, 1, 100_000)
     kappa = cfg.kappa if kappa is None else check_float("kappa", kappa, 1.0, 1e8)
-    gen = torch.Generator().manual_seed(check_int("seed", seed, 0, 2**62))
+    gen = generator(check_int("seed", seed, 0, 2**63 - 1), "problem")
     dt = torch.float64
     d, p = cfg.d, cfg.p
     O = haar_orthogonal(R, d, d, gen)  # (R, d, d) eigenvectors of Sigma

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 import torch
 
 from ..engine.profiles import profile_settings
+from ..seeding import generator
 from ..validate import check_float, check_float_list, check_int, check_int_list
-from .algorithms import P2Run, RunConfig, p2_generator, run, spectral_init
+from .algorithms import P2Run, RunConfig, run, spectral_init
 from .analysis import geometric_rate, manifold_distance, mc_loss
 from .data import P2Config, Problem, make_problem, sample
 from .loss import excess_loss
@@ -123,7 +124,7 @@ def loss_gap_vs_n(problem: Problem, points: dict, ns, mc_tokens: int, seed: int 
     out = {}
     with single_thread(problem.M.device):
         for label, (A, B) in points.items():
-            gen = p2_generator(seed, f"mc-loss-{label}", problem.M.device)
+            gen = generator(seed, f"mc-loss-{label}", device=problem.M.device)
             res = [mc_loss(problem, A, B, n, max(256, mc_tokens // n), gen) for n in ns]
             out[label] = {
                 "n": torch.tensor(ns, dtype=torch.float64),
@@ -202,7 +203,7 @@ def spectral_distance_vs_n(problem: Problem, ns, seed: int = 0, geometry: str = 
     distance to ``S`` is measured in ``geometry`` (see :func:`manifold_distance`).  Returns
     ``{"n": (N,), "dist": (N, R)}``.
     """
-    gen = p2_generator(seed, "spectral-distance", problem.M.device)
+    gen = generator(seed, "spectral-distance", device=problem.M.device)
     dist = []
     with single_thread(problem.M.device):
         for n in ns:

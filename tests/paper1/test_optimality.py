@@ -8,6 +8,7 @@ import torch
 
 from icl_lib import AttentionEnsemble, DataConfig, sample_batch
 from icl_lib import circuits
+from icl_lib.seeding import generator
 from icl_lib import estimators as est
 from icl_lib.paper1 import optimality as opt
 
@@ -70,7 +71,7 @@ def test_prediction_gaps_and_paired_losses_against_direct_computation():
     gaps = opt.prediction_gaps(model, data, preds, n=3000, seed=4, chunk=1000)
     assert gaps["same"][0][0] < 1e-20
     # the same sequences, drawn here directly (same generator, same chunks)
-    gen = torch.Generator().manual_seed(4)
+    gen = generator(4, "test")
     bs = [sample_batch(data, 1000, gen) for _ in range(3)]
     p = torch.cat([est.scaled_nw_predict(b, omega, mu) for b in bs])
     yq = torch.cat([b.yq[..., 0] for b in bs])
