@@ -7,6 +7,7 @@ accepted, e.g. ``heads=0 is invalid: accepted an integer in [1, 256]``, before a
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Sequence
 
 __all__ = ["fail", "check_int", "check_float", "check_choice", "check_int_list", "check_float_list"]
@@ -19,8 +20,8 @@ def fail(name: str, value: Any, accepted: str) -> None:
 
 def check_int(name: str, value: Any, lo: int | None = None, hi: int | None = None) -> int:
     """Return ``value`` as an int, or raise ``ValueError`` naming ``name`` and the range."""
-    if isinstance(value, bool) or not isinstance(value, (int,)) and not (
-        isinstance(value, float) and value.is_integer()
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) and not (
+        isinstance(value, numbers.Real) and float(value).is_integer()
     ):
         fail(name, value, _range_text("an integer", lo, hi))
     value = int(value)
@@ -39,7 +40,7 @@ def check_float(
 ) -> float:
     """Return ``value`` as a finite float inside the given (open or closed) bounds."""
     text = _interval_text(lo, hi, lo_open, hi_open)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         fail(name, value, f"a real number in {text}")
     value = float(value)
     bad = not math.isfinite(value)

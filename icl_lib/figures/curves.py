@@ -159,7 +159,7 @@ def loglog_points(x, y, yerr=None, ax=None, label: str = "measured", fit=None, f
                   references: Mapping[str, object] | None = None, color_index: int = 0,
                   xlabel: str = "$n$", ylabel: str = ""):
     """Points ``y(x)`` with error bars on log-log axes, the fitted power law ``fit`` (a
-    :class:`icl_lib.p2_analysis.Fit` on natural logs) and reference curves ``{label: y_ref(x)}``."""
+    :class:`icl_lib.paper2.analysis.Fit` on natural logs) and reference curves ``{label: y_ref(x)}``."""
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 3.6))
     x, y = as_array(x), as_array(y)

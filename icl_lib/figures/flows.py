@@ -24,7 +24,7 @@ def _shade(ax, res: FlowResult, t_hi: float, labels: bool = True):
         if np.isfinite(a) and np.isfinite(b) and b > a:
             ax.axvspan(a, b, color=_PHASE_COLORS[name], alpha=0.7, lw=0, zorder=0)
             if labels:
-                    ax.text((a + b) / 2, 1.0, f"Phase {name}", transform=ax.get_xaxis_transform(), ha="center",
+                ax.text((a + b) / 2, 1.0, f"Phase {name}", transform=ax.get_xaxis_transform(), ha="center",
                         va="bottom", fontsize=7, color="0.3")
 
 
@@ -100,7 +100,8 @@ def compare_figure(results: dict, t_zoom: float | None = None, n: int = 600):
     """
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
     if t_zoom is None:
-        t_zoom = 2.5 * max(r.t_peak for r in results.values())
+        peaks = [r.t_peak for r in results.values() if np.isfinite(r.t_peak)]
+        t_zoom = 2.5 * max(peaks) if peaks else max(r.config.t_max for r in results.values())
     tz = np.linspace(0, t_zoom, n)
     for k, (label, r) in enumerate(results.items()):
         col = HEAD_COLORS[k % 10]

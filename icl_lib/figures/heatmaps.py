@@ -117,7 +117,7 @@ def gamma_heatmaps(gammas: Sequence[torch.Tensor], titles: Sequence[str], data: 
     masks = data.support_mask()
     for ax, g, title in zip(axes, gammas, titles):
         g = g.detach().double().cpu()
-        g = (g / g.abs().max()).numpy()
+        g = (g / (float(g.abs().max()) or 1.0)).numpy()
         sns.heatmap(g, ax=ax, cmap=CMAP, vmin=-1, vmax=1, center=0, cbar=False, annot=True, fmt=".2f",
                     annot_kws={"size": 7}, xticklabels=[f"x{j + 1}" for j in range(data.d)],
                     yticklabels=[f"task {n + 1}" for n in range(data.n_tasks)])

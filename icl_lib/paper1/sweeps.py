@@ -8,6 +8,7 @@ reuse each other's trained models.
 
 from __future__ import annotations
 
+import numbers
 from typing import Sequence
 
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
@@ -20,7 +21,7 @@ __all__ = ["as_heads", "heads_sweep_specs", "heads_sweep"]
 def as_heads(heads: int | Sequence[int]) -> list[int]:
     """A chapter's ``heads`` parameter (one int or a list, e.g. from papermill ``-p heads 3``) as a
     validated, de-duplicated, sorted list."""
-    if isinstance(heads, (int, float)) and not isinstance(heads, bool):
+    if isinstance(heads, numbers.Real) and not isinstance(heads, bool):
         heads = [heads]
     if not isinstance(heads, (list, tuple)) or not heads:
         raise ValueError(f"heads={heads!r} is invalid: accepted a positive integer or a non-empty list of them")

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         print("no execution records found (was the book built with execute_notebooks: cache?)")
         return 0
-    since = datetime.fromtimestamp(args.since, tz=timezone.utc) if args.since else None
+    since = datetime.fromtimestamp(args.since, tz=timezone.utc) if args.since is not None else None
     total = 0.0
     print("chapter execution times (s):")
     for r in rows:
