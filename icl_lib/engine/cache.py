@@ -2,11 +2,15 @@
 
 A run's key (:meth:`icl_lib.config.RunSpec.key`) hashes its :class:`RunSpec`, the device type and
 ``MODEL_CODE_VERSION``; chapters, ``nbval`` and the book build asking for the same run share it.
-Entries are written atomically (temporary file, then rename) and loaded with
-``torch.load(weights_only=True)``.  Training takes an exclusive file lock per run key (in sorted
-order, so two processes never deadlock): when two processes want the same run, one trains it and
-the other waits, then loads it.  An ensemble in progress checkpoints into ``ckpt/`` and resumes from
-there after an interruption.
+Entries are written atomically (temporary file, then rename) with a checksum of their contents,
+and loaded with ``torch.load(weights_only=True)``.  Every entry is verified when it is loaded: it
+must unpickle, carry a valid checksum, hold the spec whose key it is stored under, and have finite
+parameters of the spec's shapes.  A file that fails (truncated, empty, foreign, another run's,
+corrupted) is moved aside to ``corrupt/`` with one warning line naming it, and the run is trained
+again -- a cache entry is never served unverified.  Training takes an exclusive file lock per run
+key (in sorted order, so two processes never deadlock): when two processes want the same run, one
+trains it and the other waits, then loads it.  An ensemble in progress checkpoints into ``ckpt/``
+and resumes from there after an interruption.
 
 The folder is ``$ICL_CACHE_DIR`` when set, else ``_build/icl_cache`` in the project checkout, else
 ``~/.cache/icl_lib``.
@@ -18,7 +22,9 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
+import time
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -27,7 +33,27 @@ import torch
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
 from .run import Run
 
-__all__ = ["RunCache", "cache_dir"]
+__all__ = ["RunCache", "cache_dir", "CorruptEntry", "payload_checksum"]
+
+log = logging.getLogger(__name__)
+FORMAT = 2  # entries written since the checksum; older files are rejected and retrained
+
+
+class CorruptEntry(ValueError):
+    """A file under the run cache that is not a valid entry for its key (the message says why)."""
+
+
+def payload_checksum(payload: dict) -> str:
+    """SHA-256 of an entry's spec, metadata and every tensor's dtype, shape and bytes, in a fixed order."""
+    h = hashlib.sha256()
+    h.update(payload["spec"].encode())
+    h.update(json.dumps(payload["meta"], sort_keys=True).encode())
+    for part in ("params", "history"):
+        for name in sorted(payload[part]):
+            t = payload[part][name].detach().cpu().contiguous()
+            h.update(f"{part}/{name}/{t.dtype}/{tuple(t.shape)}".encode())
+            h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
 
 
 def cache_dir() -> Path:
@@ -55,12 +81,25 @@ class RunCache:
         digest = hashlib.sha256("|".join(sorted(keys)).encode()).hexdigest()[:24]
         return self.root / "ckpt" / f"{digest}.pt"
 
-    def load(self, key: str):
-        """The cached :class:`~icl_lib.engine.run.Run` for ``key``, or ``None``."""
+    def load(self, key: str) -> Run | None:
+        """The cached :class:`~icl_lib.engine.run.Run` for ``key``, or ``None`` (none, or a bad file,
+        which is moved aside with a warning: see the module docstring)."""
         p = self.path(key)
         if not p.exists():
             return None
+        try:
+            return self._verified(key, p)
+        except Exception as err:  # noqa: BLE001 - whatever is wrong with the file, it is not served
+            self._set_aside(p, err)
+            return None
+
+    def _verified(self, key: str, p: Path) -> Run:
+        """The run stored at ``p`` if it is a valid entry for ``key``; raises otherwise."""
         payload = torch.load(p, map_location="cpu", weights_only=True)
+        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+            raise CorruptEntry("not a run-cache entry of this library version")
+        if payload.get("checksum") != payload_checksum(payload):
+            raise CorruptEntry("its checksum does not match its contents")
         raw = json.loads(payload["spec"])
         spec = RunSpec(
             data=DataConfig(**raw["data"]),
@@ -68,17 +107,42 @@ class RunCache:
             train=TrainConfig(**raw["train"]),
             seed=raw["seed"],
         )
-        meta = dict(payload["meta"], cached=True)
-        return Run(spec=spec, params=payload["params"], history=payload["history"], meta=meta)
+        meta = payload["meta"]
+        if spec.key(meta["device"], meta.get("draw_ahead", 1)) != key:
+            raise CorruptEntry(f"it holds another run (seed={spec.seed}, heads={spec.model.heads}) than its key")
+        H, D, N = spec.model.heads, spec.data.D, spec.data.n_tasks
+        shapes = {"Q": (H, D, D), "K": (H, D, D), "V": (H, D, D), "O": (H, N, D)}
+        for name, shape in shapes.items():
+            t = payload["params"][name]
+            if tuple(t.shape) != shape:
+                raise CorruptEntry(f"parameter {name} has shape {tuple(t.shape)}, not {shape}")
+            if not bool(torch.isfinite(t).all()):
+                raise CorruptEntry(f"parameter {name} is not finite")
+        return Run(spec=spec, params=payload["params"], history=payload["history"], meta=dict(meta, cached=True))
+
+    def _set_aside(self, p: Path, err: Exception) -> None:
+        """Move a bad entry to ``corrupt/`` (never overwritten) and say so in one line."""
+        aside = self.root / "corrupt"
+        aside.mkdir(parents=True, exist_ok=True)
+        dest = aside / f"{p.stem}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}.pt"
+        try:
+            os.replace(p, dest)
+        except OSError:  # e.g. a read-only cache: leave the file, still never serve it
+            dest = None
+        why = f"{type(err).__name__}: {err}".splitlines()[0][:200]
+        where = f"moved to {dest}" if dest is not None else "left in place (could not move it)"
+        log.warning("icl_lib run cache: %s is not a valid entry (%s); %s, the run is trained again", p, why, where)
 
     def save(self, key: str, run) -> Path:
         """Store ``run`` atomically under ``key``."""
         payload = {
+            "format": FORMAT,
             "spec": json.dumps(run.spec.to_dict(), sort_keys=True),
             "params": run.params,
             "history": run.history,
             "meta": {k: v for k, v in run.meta.items() if k != "cached"},
         }
+        payload["checksum"] = payload_checksum(payload)
         p = self.path(key)
         tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
         torch.save(payload, tmp)
