@@ -15,8 +15,9 @@ The history records, at the steps of ``TrainConfig.log_steps()``, the training-b
 on a fixed held-out validation set, and every head's ``KQ`` and ``OV`` circuits (chapter 3's
 dynamics), all taken before that step's update.  Long runs checkpoint atomically (temporary file,
 then rename) and resume to the same parameters as an uninterrupted run, also after Ctrl-C (which
-ends the current step first).  A non-finite loss stops training with an error naming the step and
-the learning rate.
+ends the current step first).  A diverging run (a non-finite loss, or a loss far above that of
+predicting 0: :class:`~icl_lib.engine.steps.DivergenceWatch`) stops with an error naming the
+step and the learning rate.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ..config import RunSpec, resolve_dtype
 from ..data import Batch, TaskSampler
 from ..seeding import content_seed, generator, make_generators
 from ..validate import check_int
+from ..version import MODEL_CODE_VERSION
 from .execution import Execution, tune_cpu_allocator
 from .run import Run, empty_model
 from .sources import AheadSource, PlainSource, PrefetchSource, ShardSource, set_generator_states
@@ -108,9 +110,10 @@ class EnsembleTrainer:
             self.val = validation_batch(specs[0], self.device, self.dtype)  # (V, ...) shared by all models
         else:
             self.val = _stack_batches([validation_batch(s, self.device, self.dtype) for s in specs])  # (R, V, ...)
+        zero_loss = (self.val.yq**2).mean(dim=(-2, -1)).expand(len(specs)).clone()  # (R,) of predicting 0
         self.step = 0
         self.elapsed = 0.0
-        self.watch = DivergenceWatch(specs, self.device)
+        self.watch = DivergenceWatch(specs, zero_loss)
         self.history: dict[str, list] = {"step": [], "train_loss": [], "val_loss": [], "KQ": [], "OV": []}
         self.log_steps = tc.log_steps()
         self.checkpoint = Path(checkpoint) if checkpoint is not None else None
@@ -152,6 +155,7 @@ class EnsembleTrainer:
     # ----------------------------------------------------------------- state
     def state_dict(self) -> dict:
         return {
+            "code": MODEL_CODE_VERSION,
             "specs": [json.dumps(s.to_dict(), sort_keys=True) for s in self.specs],
             "step": self.step,
             "elapsed": self.elapsed,
@@ -159,6 +163,7 @@ class EnsembleTrainer:
             "opt": self.opt.state_dict(),
             "generators": self.source.checkpoint_states(self.step),
             "first_bad": self.watch.first_bad.clone(),
+            "bad_loss": self.watch.bad_loss.clone(),
             "history": {k: list(v) for k, v in self.history.items()},
         }
 
@@ -166,6 +171,11 @@ class EnsembleTrainer:
         mine = [json.dumps(s.to_dict(), sort_keys=True) for s in self.specs]
         if state["specs"] != mine:
             raise ValueError("checkpoint does not match these runs: accepted a checkpoint of the same RunSpecs")
+        if state.get("code") != MODEL_CODE_VERSION:
+            raise ValueError(
+                f"checkpoint code={state.get('code')!r} is invalid: accepted a checkpoint written by model-code "
+                f"version {MODEL_CODE_VERSION!r} (delete it to train from the start)"
+            )
         self.source.reset()
         self.stepper.reset()
         self.model.load_state_dict(state["model"])
@@ -174,6 +184,7 @@ class EnsembleTrainer:
         self.step = int(state["step"])
         self.elapsed = float(state["elapsed"])
         self.watch.first_bad.copy_(state["first_bad"])
+        self.watch.bad_loss.copy_(state["bad_loss"])
         self.history = {k: list(v) for k, v in state["history"].items()}
 
     def save_checkpoint(self) -> None:
@@ -262,6 +273,8 @@ class EnsembleTrainer:
                     self.watch.mark(final, steps)
                 self._record(steps, final)
             self.watch.check()
+            if self.step == steps:
+                self.watch.check_final(self.history["val_loss"][-1])
         except KeyboardInterrupt:
             self.source.rewind()
             self.elapsed += time.perf_counter() - t0

@@ -207,6 +207,11 @@ def test_checkpoint_of_other_runs_is_rejected(tmp_path):
     EnsembleTrainer([spec(1)], "cpu", checkpoint=ckpt, progress=False).run(until=5)
     with pytest.raises(ValueError, match="checkpoint"):
         EnsembleTrainer([spec(2)], "cpu", checkpoint=ckpt, progress=False)
+    state = torch.load(ckpt, weights_only=True)
+    state["code"] = "0"  # written by other model code: its numbers would not continue this code's
+    torch.save(state, ckpt)
+    with pytest.raises(ValueError, match="checkpoint code='0' is invalid"):
+        EnsembleTrainer([spec(1)], "cpu", checkpoint=ckpt, progress=False)
 
 
 def test_divergence_names_step_and_lr():
@@ -214,6 +219,36 @@ def test_divergence_names_step_and_lr():
     bad = RunSpec(data=DataConfig(d=3, L=8), model=ModelConfig(heads=2, init_scale=1e30), train=tc)
     with pytest.raises(TrainingDiverged, match=r"step 0 .*lr=0.003"):
         EnsembleTrainer([bad], "cpu", progress=False).run()
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_divergence_by_the_loss_is_reported_and_not_cached(optimizer):
+    """lr = 5 blows the loss up by orders of magnitude without always making it non-finite (the
+    previous code trained such an Adam run to a final loss 36 times that of predicting 0 and
+    cached it): it is reported with its step, and nothing is stored."""
+    from icl_lib.engine.cache import RunCache
+
+    tc = TrainConfig(steps=60, batch=64, lr=5.0, n_log=4, val_size=256, optimizer=optimizer)
+    specs = [RunSpec(data=DataConfig(d=5, L=20), model=ModelConfig(heads=4), train=tc, seed=s) for s in range(2)]
+    with pytest.raises(TrainingDiverged, match=r"training diverged: the training loss at step \d+ was .*lr=5.0"):
+        train(specs, device="cpu", progress=False)
+    assert not list(RunCache().root.glob("*.pt"))
+
+
+def test_final_loss_far_above_predicting_zero_is_divergence():
+    """The final rule on its own: a validation loss above twice that of predicting 0 is refused."""
+    from icl_lib.engine.steps import DivergenceWatch
+
+    watch = DivergenceWatch([spec(0), spec(1)], torch.tensor([1.1, 1.1]))
+    watch.check_final(torch.tensor([0.3, 2.19]))  # 1.99 times: accepted
+    with pytest.raises(TrainingDiverged, match=r"final validation loss was 2.31, 2.1 times .*seed=1"):
+        watch.check_final(torch.tensor([0.3, 2.31]))
+    with pytest.raises(TrainingDiverged, match="seed=0"):
+        watch.check_final(torch.tensor([float("nan"), 0.3]))
+    watch.mark(torch.tensor([1.0, 1200.0]), 7)  # 1091 times at step 7
+    watch.mark(torch.tensor([1.0, 5000.0]), 8)  # the first step is kept
+    with pytest.raises(TrainingDiverged, match=r"step 7 was 1200, 1.09e\+03 times"):
+        watch.check()
 
 
 def test_mixed_groups_and_cache(tmp_path):
