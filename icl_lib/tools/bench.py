@@ -30,6 +30,7 @@ from torch import nn
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig, resolve_device
 from ..engine.execution import resolve_draw_ahead
 from ..engine.trainer import EnsembleTrainer
+from ..validate import check_float, check_int
 
 __all__ = ["ReferenceAttention", "reference_step_fn", "measure", "main"]
 
@@ -160,6 +161,10 @@ def main(argv=None) -> int:
     try:
         dev = resolve_device(args.device)
         draw = resolve_draw_ahead(args.draw_ahead, dev)
+        check_float("seconds", args.seconds, 0.0, 3600.0, lo_open=True)
+        check_int("repeats", args.repeats, 1, 1000)
+        for R in args.ensembles:
+            check_int("ensembles", R, 1, 4096)
     except ValueError as err:
         print(f"python -m icl_lib.tools.bench: error: {err}", file=sys.stderr)
         return 2

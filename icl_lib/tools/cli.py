@@ -5,8 +5,10 @@
 
 Trains ``--ensemble`` models with seeds ``seed, seed+1, ...`` side by side, shows a progress bar,
 and prints last one line ``steps_per_s=... model_steps_per_s=... final_loss=...`` (final loss: mean
-validation loss of the ensemble).  With ``--out`` the runs are saved atomically to that file and a
-checkpoint next to it (``<out>.ckpt``) lets an interrupted run resume where it stopped.
+validation loss of the ensemble).  With ``--out`` the runs are saved atomically to that file (whose
+folder is checked for writing before training starts) and a checkpoint next to it (``<out>.ckpt``,
+every ``--checkpoint-every`` seconds and on Ctrl-C) lets an interrupted run resume where it stopped:
+run the same command again.
 ``--draw-ahead`` draws the batches of that many steps at once (default: 1 on a CPU, 32 on a GPU);
 ``--cuda-graph`` replays each step as a CUDA graph (GPU only).
 """
@@ -16,14 +18,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
+from ..engine.steps import TrainingDiverged
 from ..engine.trainer import EnsembleTrainer
-from ..validate import check_int
+from ..validate import check_float, check_int
 
 __all__ = ["main"]
 
@@ -42,15 +46,46 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0, help="seed of the first model (default 0)")
     t.add_argument("--ensemble", type=int, default=1, help="models trained side by side (default 1)")
     t.add_argument("--device", default="auto", help="cpu, cuda or auto (default auto)")
-    t.add_argument("--out", type=Path, default=None, help="save the trained runs to this file")
+    t.add_argument("--out", type=Path, default=None, help="save the trained runs to this file (checked before training)")
+    t.add_argument("--checkpoint-every", type=float, default=60.0,
+                   help="seconds between checkpoints next to --out (default 60)")
     t.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     t.add_argument("--draw-ahead", default="auto", help="steps whose batches are drawn at once (default auto: 1 on cpu, 32 on cuda)")
     t.add_argument("--cuda-graph", action="store_true", help="capture each training step as a CUDA graph (cuda only)")
     return ap
 
 
+def check_out(out: Path) -> None:
+    """Fail before any training if the runs could not be written to ``out``: it must not be a
+    folder, no part of its folder may be a file, and the folder must accept a new file."""
+    if out.is_dir():
+        raise ValueError(f"out='{out}' is invalid: accepted a file path (it is a folder)")
+    existing = next(p for p in [out.parent, *out.parent.parents] if p.exists())
+    if not existing.is_dir():
+        raise ValueError(f"out='{out}' is invalid: accepted a path in a folder ({existing} is a file)")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ValueError(f"out='{out}' is invalid: accepted a writable folder ({err.strerror})") from None
+
+
+def _save(runs, out: Path) -> None:
+    """Write the runs atomically (temporary file, then rename; no temporary file is left behind)."""
+    payload = [{"spec": r.spec.to_dict(), "params": r.params, "history": r.history, "meta": r.meta} for r in runs]
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def _train(args) -> int:
     R = check_int("ensemble", args.ensemble, 1, 4096)
+    every = check_float("checkpoint_every", args.checkpoint_every, 0.0, 86_400.0, lo_open=True)
     tc = TrainConfig(steps=args.steps, batch=args.batch, lr=args.lr, n_log=20, val_size=2048)
     specs = [
         RunSpec(
@@ -63,24 +98,27 @@ def _train(args) -> int:
     ]
     ckpt = None
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
+        check_out(args.out)
         ckpt = args.out.with_name(args.out.name + ".ckpt")
     trainer = EnsembleTrainer(
-        specs, args.device, checkpoint=ckpt, progress=not args.no_progress, draw_ahead=args.draw_ahead,
-        graph=args.cuda_graph,
+        specs, args.device, checkpoint=ckpt, checkpoint_every=every, progress=not args.no_progress,
+        draw_ahead=args.draw_ahead, graph=args.cuda_graph,
     )
     start_step = trainer.step
     t0 = time.perf_counter()
-    runs = trainer.run()
+    try:
+        runs = trainer.run()
+    except KeyboardInterrupt:
+        if ckpt is not None:
+            what = f"checkpoint saved at step {trainer.step} in {ckpt}; run the same command again to resume"
+        else:
+            what = f"stopped at step {trainer.step}, nothing saved (with --out FILE a checkpoint lets it resume)"
+        print(f"python -m icl_lib train: interrupted: {what}", file=sys.stderr)
+        return 130
     seconds = time.perf_counter() - t0
     done = args.steps - start_step
     if args.out is not None:
-        payload = [
-            {"spec": r.spec.to_dict(), "params": r.params, "history": r.history, "meta": r.meta} for r in runs
-        ]
-        tmp = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")
-        torch.save(payload, tmp)
-        os.replace(tmp, args.out)
+        _save(runs, args.out)
         ckpt.unlink(missing_ok=True)
     final = sum(r.val_loss for r in runs) / len(runs)
     sps = done / max(seconds, 1e-9)
@@ -96,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:  # invalid parameter: the library's message names it
         print(f"python -m icl_lib {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except TrainingDiverged as err:
+        print(f"python -m icl_lib {args.command}: error: {err}", file=sys.stderr)
+        return 1
     return 1
 
 

@@ -3,6 +3,7 @@
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
 
@@ -54,3 +55,51 @@ def test_cli_rejects_bad_arguments():
         assert p.returncode == 2 and name in p.stderr, (args, p.stderr)
     p = run_cli("train", "--steps", "abc")
     assert p.returncode == 2 and "invalid int value" in p.stderr
+
+
+def test_cli_checks_out_before_training(tmp_path):
+    """--out onto a folder, under a file or into a folder that refuses files fails at once, naming
+    out, with no traceback and no temporary file (the previous code failed after training)."""
+    (tmp_path / "afile").write_text("x")
+    bad = [tmp_path, tmp_path / "afile" / "runs.pt", Path("/proc/icl_lib_runs.pt")]
+    for out in bad:
+        p = run_cli("train", "--steps", "100000", "--device", "cpu", "--no-progress", "--out", str(out))
+        assert p.returncode == 2 and "out=" in p.stderr and "Traceback" not in p.stderr, (out, p.stderr)
+    assert not list(tmp_path.glob(".*"))
+    p = run_cli("train", "--steps", "5", "--checkpoint-every", "0", "--device", "cpu")
+    assert p.returncode == 2 and "checkpoint_every=0.0" in p.stderr
+
+
+def test_cli_interrupt_saves_a_checkpoint_and_says_how_to_resume(tmp_path):
+    """Ctrl-C prints where the checkpoint is and how to resume (not a KeyboardInterrupt traceback);
+    the same command then finishes from the checkpoint."""
+    import signal
+    import time
+
+    out = tmp_path / "runs.pt"
+    ckpt = out.with_name(out.name + ".ckpt")
+    args = [sys.executable, "-m", "icl_lib", "train", "--heads", "2", "--d", "3", "--L", "8", "--steps", "200000",
+            "--batch", "32", "--device", "cpu", "--no-progress", "--out", str(out), "--checkpoint-every", "0.5"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not ckpt.exists() and time.time() < deadline:  # training has started once it checkpoints
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert "checkpoint saved at step" in err and "run the same command again" in err
+    state = torch.load(ckpt, weights_only=True)
+    assert state["step"] > 0
+
+
+def test_cli_reports_divergence_in_one_line():
+    p = run_cli("train", "--lr", "5", "--steps", "300", "--batch", "64", "--device", "cpu", "--no-progress")
+    assert p.returncode == 1 and "training diverged" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_bench_rejects_bad_arguments():
+    for args, name in ((["--seconds", "nan"], "seconds=nan"), (["--seconds", "-1"], "seconds=-1.0"),
+                       (["--repeats", "0"], "repeats=0"), (["--ensembles", "0"], "ensembles=0")):
+        p = subprocess.run([sys.executable, "-m", "icl_lib.tools.bench", "--device", "cpu", *args],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2 and name in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
