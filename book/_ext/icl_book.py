@@ -18,6 +18,9 @@ checks it, and fills two placeholders once all documents are read:
 So both pages always describe the build they are part of; no list of chapters is kept anywhere.
 Chapters are found as the notebooks of the table of contents, in its order.
 
+It keeps the pages the record of this code's executions: with ``execute_notebooks: cache`` it
+empties the execution cache when ``icl_lib`` changed since the cache was filled, and re-reads a
+chapter page whose notebook has a newer execution, or none (:mod:`icl_lib.tools.bookcache`).
 It also makes pages that paste values from other pages with ``{glue:text}`path.ipynb::key```
 re-render when that notebook is re-read (MyST-NB resolves such references when a page is written,
 and would otherwise keep old numbers on an unchanged page), and turns icl_lib's training progress
@@ -39,6 +42,7 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from icl_lib.claims import CLAIM_LINE, CLAIMS_GLUE_KEY, CLAIMS_MIME
+from icl_lib.tools import bookcache
 
 logger = logging.getLogger(__name__)
 
@@ -204,6 +208,27 @@ def _collect(app: Sphinx, doctree: nodes.document) -> None:
             }
         )
     st["chapters"][docname] = {"title": title, "meta": meta, "claims": claims}
+
+
+def _stale_executions(app: Sphinx, env, added: set, changed: set, removed: set) -> list[str]:
+    """Chapter pages to read again although their source is unchanged: with ``execute_notebooks:
+    cache``, the execution cache is emptied when ``icl_lib`` changed since it was filled, and a
+    page is re-read when its notebook has no cached execution any more or a newer one (executed
+    again by ``make book``'s pre-execution) -- never rendered from an old execution."""
+    cfg = getattr(env, "mystnb_config", None)
+    if cfg is None or cfg.execution_mode != "cache":
+        return []
+    cache_path = cfg.execution_cache_path
+    if bookcache.clear_if_stale(cache_path):
+        logger.info("icl_book: icl_lib changed since the cached executions: every chapter executes again")
+    stale = []
+    for docname, read_at in env.all_docs.items():
+        path = Path(env.doc2path(docname))
+        if docname in changed or docname in removed or path.suffix != ".ipynb" or not path.exists():
+            continue
+        if bookcache.needs_reading(cache_path, path, read_at):
+            stale.append(docname)
+    return stale
 
 
 def _before_read(app: Sphinx, env, docnames: list[str]) -> None:
@@ -423,6 +448,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("execution-status", ExecutionStatus)
     app.connect("config-inited", _quiet_progress_bars)
     app.connect("builder-inited", _html_assets)
+    app.connect("env-get-outdated", _stale_executions)
     app.connect("env-before-read-docs", _before_read)
     app.connect("env-purge-doc", _purge)
     app.connect("env-merge-info", _merge)

@@ -12,7 +12,8 @@ one chapter wait for runs another is training.
 
 Chapters start in the order given (``make book`` starts the long ones first, and chapter 2 before
 the chapters that reuse its runs).  A chapter whose source did not change since its last execution
-is skipped.  A chapter that fails is reported and left to the build, which executes it again and
+is skipped, unless ``icl_lib`` (or the libraries it computes with) changed since then: the cache
+is then emptied and every chapter executes again (:mod:`icl_lib.tools.bookcache`).  A chapter that fails is reported and left to the build, which executes it again and
 shows the error.  The execution mirrors MyST-NB's (kernel in the notebook's folder, the
 ``execution`` timeout, errors not allowed).
 """
@@ -25,6 +26,8 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
+
+from .bookcache import clear_if_stale
 
 __all__ = ["main", "execute_chapters"]
 
@@ -50,12 +53,20 @@ def _read_timeout(config: Path) -> int:
         return 30
 
 
-def execute_chapters(paths: list[str], cache_path: Path, jobs: int, timeout: int) -> int:
-    """Execute the chapters missing from the Jupyter Cache at ``cache_path``; returns the failures."""
+def execute_chapters(
+    paths: list[str], cache_path: Path, jobs: int, timeout: int, fingerprint: str | None = None
+) -> int:
+    """Execute the chapters missing from the Jupyter Cache at ``cache_path``; returns the failures.
+
+    The cache is emptied first when it was filled by other code (another ``fingerprint``, by default
+    :func:`icl_lib.tools.bookcache.execution_fingerprint`): then every chapter executes again."""
     import nbformat
     from jupyter_cache import get_cache
     from jupyter_cache.cache.main import CacheBundleIn
 
+    if clear_if_stale(cache_path, fingerprint):
+        print("bookexec: icl_lib or the libraries it computes with changed since the cached executions: "
+              "executing every chapter again")
     cache = get_cache(str(cache_path))
     todo = []
     for p in paths:
