@@ -1,13 +1,24 @@
 """The verdict every chapter ends with: one ``CLAIM`` line per checked statement of the papers.
 
-A chapter records each claim with :meth:`Claims.check` as it measures it, then calls
-:meth:`Claims.report` in its last cell, which prints
+A claim tests a statement of a paper (quoted, with its section) against something independent of
+the code that produced the measurement: a closed form, a baseline estimator, a Monte Carlo of the
+true loss, a rival hypothesis.  It is decided on an interval (:mod:`icl_lib.stats`), by a
+:class:`Rule` written before the run:
 
-    CLAIM <id> PASS|FAIL measured=<value> expected=<condition>
+    claims.test("multi-near-debiased-gd", estimate, Within(-0.02, 0.02) & Excludes(-0.013),
+                statement="...", section="P1 §4.3", profiles=QUICK_AND_PAPER)
+
+A rule gives ``PASS`` when the whole interval satisfies it, ``FAIL`` when none of it does, and
+``INCONCLUSIVE`` when the interval straddles the boundary: the data cannot decide, which the
+dashboard counts and shows (it does not fail the chapter).  Every claim declares the profiles in
+which it is claimed to hold; in another profile it is listed as ``NOT-RUN`` (never silently
+omitted).  A chapter records its claims as it measures them, then calls :meth:`Claims.report` in
+its last cell, which prints
+
+    CLAIM <id> <PASS|FAIL|INCONCLUSIVE|NOT-RUN> measured=<value> interval=<[lo,hi]|-> expected=<rule> profiles=<p,..>
 
 for every claim, shows them as a table, and raises ``AssertionError`` if any failed, so CI (nbval)
-and the book build fail with it.  A check compares the measurement with a closed form, a baseline
-or a threshold stated in the chapter -- never with the code that produced it.
+and the book build fail with it.
 
 In a notebook it also records the same claims as JSON (the chapter, its profile and device, the
 library versions, and every claim with the paper's statement and the cell that checked it) in a
@@ -31,7 +42,21 @@ from .config import DEVICES, resolve_device
 from .validate import check_choice
 from .version import __version__
 
-__all__ = ["Claims", "Claim", "format_value", "CLAIM_LINE", "CLAIMS_MIME", "CLAIMS_GLUE_KEY"]
+__all__ = [
+    "Claims",
+    "Claim",
+    "Rule",
+    "Within",
+    "Above",
+    "Below",
+    "Excludes",
+    "VERDICTS",
+    "PROFILES",
+    "format_value",
+    "CLAIM_LINE",
+    "CLAIMS_MIME",
+    "CLAIMS_GLUE_KEY",
+]
 
 # The machine-readable claims that Claims.report() records: a glue record (the format of
 # myst_nb.glue(..., display=False) and scrapbook), so that notebook front-ends and the book show
@@ -39,8 +64,14 @@ __all__ = ["Claims", "Claim", "format_value", "CLAIM_LINE", "CLAIMS_MIME", "CLAI
 CLAIMS_MIME = "application/vnd.icl-lib.claims+json"
 CLAIMS_GLUE_KEY = "icl_claims"
 _GLUE_PREFIX = "application/papermill.record/"
-# One printed claim, as Claim.line() writes it; the book's extension and its browser test read it.
-CLAIM_LINE = re.compile(r"^CLAIM (\S+) (PASS|FAIL) measured=(\S*) expected=(\S*)\s*$", re.M)
+VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "NOT-RUN")
+PROFILES = ("quick", "paper")  # the profiles a claim can be declared for
+# One printed claim, as Claim.line() writes it; the book's extension and its browser test read it
+# (groups: id, verdict, measured, interval, expected, profiles).
+CLAIM_LINE = re.compile(
+    r"^CLAIM (\S+) (PASS|FAIL|INCONCLUSIVE|NOT-RUN) measured=(\S*) interval=(\S*) expected=(\S*) profiles=(\S*)\s*$",
+    re.M,
+)
 
 
 def format_value(value) -> str:
@@ -58,18 +89,110 @@ def format_value(value) -> str:
     return str(value).replace(" ", "")
 
 
+class Rule:
+    """A decision on an interval ``[lo, hi]``: ``PASS`` if all of it satisfies the rule, ``FAIL`` if
+    none of it does, ``INCONCLUSIVE`` otherwise.  ``text`` is the rule as printed.  Rules combine
+    with ``&`` (all must pass; any failure fails)."""
+
+    text = ""
+
+    def decide(self, lo: float, hi: float) -> str:
+        raise NotImplementedError
+
+    def __and__(self, other: "Rule") -> "Rule":
+        return _All(self, other)
+
+
+class _All(Rule):
+    def __init__(self, *rules: Rule):
+        self.rules = rules
+        self.text = "&".join(r.text for r in rules)
+
+    def decide(self, lo, hi):
+        verdicts = [r.decide(lo, hi) for r in self.rules]
+        if "FAIL" in verdicts:
+            return "FAIL"
+        return "PASS" if all(v == "PASS" for v in verdicts) else "INCONCLUSIVE"
+
+
+class Within(Rule):
+    """The quantity lies in ``[a, b]``."""
+
+    def __init__(self, a: float, b: float):
+        self.a, self.b = float(a), float(b)
+        self.text = f"in[{format_value(self.a)},{format_value(self.b)}]"
+
+    def decide(self, lo, hi):
+        if self.a <= lo and hi <= self.b:
+            return "PASS"
+        return "FAIL" if hi < self.a or lo > self.b else "INCONCLUSIVE"
+
+
+class Above(Rule):
+    """The quantity exceeds ``t``."""
+
+    def __init__(self, t: float):
+        self.t = float(t)
+        self.text = f">{format_value(self.t)}"
+
+    def decide(self, lo, hi):
+        return "PASS" if lo > self.t else ("FAIL" if hi <= self.t else "INCONCLUSIVE")
+
+
+class Below(Rule):
+    """The quantity is below ``t``."""
+
+    def __init__(self, t: float):
+        self.t = float(t)
+        self.text = f"<{format_value(self.t)}"
+
+    def decide(self, lo, hi):
+        return "PASS" if hi < self.t else ("FAIL" if lo >= self.t else "INCONCLUSIVE")
+
+
+class Excludes(Rule):
+    """The data tell the quantity apart from a rival hypothesis's value ``v``: ``PASS`` when the
+    interval excludes ``v``, ``INCONCLUSIVE`` when it contains it (the data cannot decide; they
+    never refute the paper's claim on their own)."""
+
+    def __init__(self, v: float, name: str = ""):
+        self.v = float(v)
+        self.text = f"excludes({name + '=' if name else ''}{format_value(self.v)})"
+
+    def decide(self, lo, hi):
+        return "INCONCLUSIVE" if lo <= self.v <= hi else "PASS"
+
+
 @dataclass
 class Claim:
     cid: str  # short identifier, unique in the chapter
-    passed: bool
+    verdict: str  # one of VERDICTS
     measured: str
-    expected: str  # the condition checked, in words or symbols
-    statement: str  # the paper's claim being checked
-    profile: str
+    expected: str  # the rule or condition checked, in words or symbols
+    statement: str  # the paper's claim being checked, quoted
+    profile: str  # the profile of this build
+    interval: str = "-"  # "[lo,hi]" of the measured value ("-": a check without one)
+    section: str = ""  # the paper's section, e.g. "P1 §3"
+    profiles: tuple = PROFILES  # the profiles in which the claim is declared to hold
+    level: float | None = None  # the interval's confidence level
     cell: int | None = None  # IPython execution count of the cell that checked it (None outside IPython)
 
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "PASS"
+
     def line(self) -> str:
-        return f"CLAIM {self.cid} {'PASS' if self.passed else 'FAIL'} measured={self.measured} expected={self.expected}"
+        return (f"CLAIM {self.cid} {self.verdict} measured={self.measured} interval={self.interval} "
+                f"expected={self.expected} profiles={','.join(self.profiles)}")
+
+
+def _profiles(profiles) -> tuple:
+    if isinstance(profiles, str):
+        profiles = (profiles,)
+    profiles = tuple(profiles)
+    if not profiles or any(p not in PROFILES for p in profiles):
+        raise ValueError(f"profiles={profiles!r} is invalid: accepted a non-empty subset of {PROFILES}")
+    return profiles
 
 
 class Claims:
@@ -77,21 +200,55 @@ class Claims:
 
     def __init__(self, chapter: str, profile: str, device: str = "auto"):
         check_choice("device", device, DEVICES)
+        check_choice("profile", profile, PROFILES)
         self.chapter, self.profile, self.device = chapter, profile, device
         self.items: list[Claim] = []
 
-    def check(self, cid: str, passed: bool, measured, expected: str, statement: str = "") -> None:
-        """Record claim ``cid``: ``passed`` is the outcome of the chapter's comparison.
-
-        Returns nothing, so a check as the last line of a cell adds no output to the chapter."""
-        if any(c.cid == cid for c in self.items):
-            raise ValueError(f"cid={cid!r} is invalid: accepted an id not used before in this chapter")
-        if " " in cid:
-            raise ValueError(f"cid={cid!r} is invalid: accepted an id without spaces")
-        claim = Claim(
-            cid, bool(passed), format_value(measured), expected.replace(" ", ""), statement, self.profile, _cell_number()
-        )
+    def _add(self, claim: Claim) -> None:
+        if any(c.cid == claim.cid for c in self.items):
+            raise ValueError(f"cid={claim.cid!r} is invalid: accepted an id not used before in this chapter")
+        if " " in claim.cid or not claim.cid:
+            raise ValueError(f"cid={claim.cid!r} is invalid: accepted a non-empty id without spaces")
         self.items.append(claim)
+
+    def runs(self, profiles) -> bool:
+        """Whether a claim declared for ``profiles`` is evaluated in this build's profile."""
+        return self.profile in _profiles(profiles)
+
+    def test(self, cid: str, estimate, rule: Rule, statement: str, section: str = "", profiles=PROFILES) -> str:
+        """Record claim ``cid``: ``rule`` decides on the interval of ``estimate`` (an
+        :class:`icl_lib.stats.Estimate`).  A claim not declared for this profile is recorded as
+        ``NOT-RUN`` whatever the estimate.  Returns the verdict."""
+        profiles = _profiles(profiles)
+        if self.profile not in profiles:
+            return self.not_run(cid, rule.text, statement, section, profiles)
+        verdict = rule.decide(estimate.lo, estimate.hi)
+        interval = f"[{format_value(estimate.lo)},{format_value(estimate.hi)}]"
+        self._add(Claim(cid, verdict, format_value(estimate.value), rule.text, statement, self.profile, interval,
+                        section, profiles, estimate.level, _cell_number()))
+        return verdict
+
+    def not_run(self, cid: str, expected: str, statement: str, section: str = "", profiles=("paper",)) -> str:
+        """List claim ``cid``, declared for ``profiles`` only, as not run in this profile."""
+        self._add(Claim(cid, "NOT-RUN", "-", expected.replace(" ", ""), statement, self.profile, "-", section,
+                        _profiles(profiles), None, _cell_number()))
+        return "NOT-RUN"
+
+    def check(self, cid: str, passed: bool, measured, expected: str, statement: str = "", section: str = "",
+              profiles=PROFILES) -> str:
+        """Record claim ``cid`` decided by the chapter's own comparison ``passed`` (no interval: for
+        exact statements, e.g. a closed form at round-off).  Returns the verdict."""
+        profiles = _profiles(profiles)
+        if self.profile not in profiles:
+            return self.not_run(cid, expected, statement, section, profiles)
+        verdict = "PASS" if passed else "FAIL"
+        self._add(Claim(cid, verdict, format_value(measured), expected.replace(" ", ""), statement, self.profile,
+                        "-", section, profiles, None, _cell_number()))
+        return verdict
+
+    def counts(self) -> dict[str, int]:
+        """How many claims of each verdict."""
+        return {v: sum(c.verdict == v for c in self.items) for v in VERDICTS}
 
     def payload(self) -> dict:
         """The claims and where they ran, as JSON-ready data (the :data:`CLAIMS_MIME` output)."""
@@ -112,9 +269,12 @@ class Claims:
             [
                 {
                     "claim": c.cid,
-                    "verdict": "PASS" if c.passed else "FAIL",
+                    "verdict": c.verdict,
                     "measured": c.measured,
+                    "interval": c.interval,
                     "expected": c.expected,
+                    "profiles": ",".join(c.profiles),
+                    "section": c.section,
                     "statement": c.statement,
                 }
                 for c in self.items
@@ -122,7 +282,8 @@ class Claims:
         )
 
     def report(self) -> None:
-        """Print the ``CLAIM`` lines, display the table, and fail if any claim failed."""
+        """Print the ``CLAIM`` lines, display the table, and fail if any claim failed
+        (``INCONCLUSIVE`` and ``NOT-RUN`` do not fail the chapter)."""
         if not self.items:
             raise AssertionError(f"chapter {self.chapter} checked no claim")
         for c in self.items:
@@ -145,7 +306,7 @@ class Claims:
         if out:
             Path(out).mkdir(parents=True, exist_ok=True)
             Path(out, f"{self.chapter}.json").write_text(json.dumps(payload, indent=1))
-        failed = [c.cid for c in self.items if not c.passed]
+        failed = [c.cid for c in self.items if c.verdict == "FAIL"]
         if failed:
             raise AssertionError(f"{len(failed)} claim(s) failed in {self.chapter}: {', '.join(failed)}")
 

@@ -37,8 +37,8 @@ def test_report_in_a_kernel_prints_lines_and_json_with_cells():
     counts = [c.execution_count for c in nb.cells]
     last = nb.cells[-1].outputs
     text = "".join(o.get("text", "") for o in last if o.output_type == "stream")
-    assert "CLAIM first PASS measured=0.5 expected=x<1\n" in text
-    assert "CLAIM second FAIL measured=[1,2] expected=y>3\n" in text
+    assert "CLAIM first PASS measured=0.5 interval=- expected=x<1 profiles=quick,paper\n" in text
+    assert "CLAIM second FAIL measured=[1,2] interval=- expected=y>3 profiles=quick,paper\n" in text
     shown = [o for o in last if o.output_type == "display_data" and "text/html" in o.data]
     assert len(shown) == 1 and "first" in shown[0].data["text/html"]  # the table, as before
     # the JSON is a MyST-NB glue record: read as glue data, shown nowhere
@@ -50,8 +50,8 @@ def test_report_in_a_kernel_prints_lines_and_json_with_cells():
     payload = glued[CLAIMS_GLUE_KEY]["data"][CLAIMS_MIME]
     assert payload["chapter"] == "99_t" and payload["profile"] == "quick" and payload["device"] == "cpu"
     first, second = payload["claims"]
-    assert (first["cid"], first["passed"], first["statement"]) == ("first", True, "the first statement")
-    assert (second["cid"], second["passed"], second["measured"]) == ("second", False, "[1,2]")
+    assert (first["cid"], first["verdict"], first["statement"]) == ("first", "PASS", "the first statement")
+    assert (second["cid"], second["verdict"], second["measured"]) == ("second", "FAIL", "[1,2]")
     # each claim names the cell that checked it by its execution count
     assert (first["cell"], second["cell"]) == (counts[2], counts[3])
     assert any(o.output_type == "error" and o.ename == "AssertionError" for o in last)
@@ -64,3 +64,34 @@ def test_payload_outside_ipython_has_no_cell():
     assert p["claims"][0]["cell"] is None and p["device"] == "cpu" and p["profile"] == "paper"
     with pytest.raises(ValueError):  # a wrong device fails as every config does
         Claims("t", "quick", device="gpu")
+
+
+def test_verdicts_are_decided_on_the_interval():
+    """PASS when the whole interval satisfies the rule, FAIL when none of it does, INCONCLUSIVE in
+    between; a rival hypothesis inside the interval makes it INCONCLUSIVE; a claim declared for
+    another profile is NOT-RUN whatever it measured; only FAIL fails the report."""
+    from icl_lib.claims import Above, Below, Excludes, Within
+    from icl_lib.stats import Estimate
+
+    c = Claims("t", "quick", device="cpu")
+    e = lambda lo, hi: Estimate((lo + hi) / 2, lo, hi)  # noqa: E731
+    cases = [(Within(-0.02, 0.02), (-0.01, 0.01), "PASS"), (Within(-0.02, 0.02), (-0.03, 0.01), "INCONCLUSIVE"),
+             (Within(-0.02, 0.02), (0.03, 0.05), "FAIL"), (Above(0.5), (0.6, 0.9), "PASS"),
+             (Above(0.5), (0.4, 0.9), "INCONCLUSIVE"), (Above(0.5), (0.1, 0.5), "FAIL"),
+             (Below(0.1), (0.0, 0.09), "PASS"), (Below(0.1), (0.1, 0.2), "FAIL"),
+             (Within(-0.02, 0.02) & Excludes(-0.013), (-0.005, 0.01), "PASS"),
+             (Within(-0.02, 0.02) & Excludes(-0.013), (-0.015, 0.01), "INCONCLUSIVE"),
+             (Above(0.5) & Excludes(0.7), (0.1, 0.3), "FAIL")]
+    for k, (rule, (lo, hi), want) in enumerate(cases):
+        assert c.test(f"c{k}", e(lo, hi), rule, "s") == want, (rule.text, lo, hi)
+    assert c.test("paper-only", e(0.0, 0.0), Above(1.0), "s", profiles="paper") == "NOT-RUN"
+    assert c.items[-1].measured == "-" and c.items[-1].line().endswith("profiles=paper")
+    assert c.counts() == {"PASS": 4, "FAIL": 4, "INCONCLUSIVE": 3, "NOT-RUN": 1}
+    with pytest.raises(AssertionError, match="4 claim"):
+        c.report()
+    ok = Claims("t", "quick", device="cpu")
+    ok.test("i", e(0.4, 0.9), Above(0.5), "s")
+    ok.not_run("n", ">1", "s")
+    ok.report()  # INCONCLUSIVE and NOT-RUN do not fail the chapter
+    with pytest.raises(ValueError, match="profiles"):
+        ok.test("x", e(0, 1), Above(0), "s", profiles="slow")

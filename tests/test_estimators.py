@@ -142,3 +142,35 @@ def test_scaled_nw_matches_a_loop():
         ref = mu * float((w / w.sum() * b.y[k, :, 0]).sum())
         assert abs(float(pred[k]) - ref) < 1e-12
     torch.testing.assert_close(scaled_nw_predict(b, omega, 1.0), nadaraya_watson_predict(b, omega))
+
+
+# --------------------------------------------------------------------------- intervals (icl_lib.stats)
+def test_intervals_have_their_coverage():
+    """Simulated coverage of the median, mean and proportion intervals is at least nominal (up to
+    simulation error), and the order-statistic interval of 6 values is [min, max]."""
+    import numpy as np
+
+    from icl_lib.stats import mean_ci, median_ci, paired_diff, proportion_ci
+
+    rng = np.random.default_rng(0)
+    cover = {"median6": 0, "median20": 0, "mean": 0, "prop": 0, "paired": 0}
+    trials = 500
+    for _ in range(trials):
+        x6, x20 = rng.standard_cauchy(6) + 1.0, rng.exponential(size=20)  # medians 1 and log 2
+        cover["median6"] += median_ci(x6).lo <= 1.0 <= median_ci(x6).hi
+        cover["median20"] += median_ci(x20).lo <= np.log(2) <= median_ci(x20).hi
+        m = mean_ci(rng.normal(3.0, 2.0, 8))
+        cover["mean"] += m.lo <= 3.0 <= m.hi
+        p = proportion_ci(int(rng.binomial(12, 0.3)), 12)
+        cover["prop"] += p.lo <= 0.3 <= p.hi
+        a = rng.normal(size=400)
+        d = paired_diff(a + 0.2 + rng.normal(0, 0.1, 400), a)
+        cover["paired"] += d.lo <= 0.2 <= d.hi
+    for name, n in cover.items():
+        assert n / trials > 0.93, (name, n / trials)
+    x = [5.0, 1.0, 4.0, 2.0, 3.0, 6.0]
+    assert median_ci(x).interval == (1.0, 6.0) and median_ci(x[:5]).lo == -float("inf")
+    e = proportion_ci(3, 6)
+    assert e.value == 0.5 and abs(e.lo - 0.1181) < 1e-4 and abs(e.hi - 0.8819) < 1e-4  # Clopper-Pearson
+    with pytest.raises(ValueError, match="x="):
+        median_ci([1.0, float("nan")])

@@ -192,7 +192,8 @@ def test_dashboard_lists_every_claim_of_every_chapter(visit):
     for row in rows:
         page, _, anchor = row["href"].partition("#")
         doc = str((Path(dash).parent / page).with_suffix(""))
-        shown.append((doc, row["cid"], row["verdict"].split()[-1]))
+        verdict = {"not run in this profile": "NOT-RUN"}.get(row["verdict"], row["verdict"])
+        shown.append((doc, row["cid"], verdict))
         # the link lands on the section of the chapter that checks the claim
         assert anchor and anchor in visit(doc).result["ids"], f"claim {row['cid']} links to a missing section"
     assert shown == expected

@@ -180,7 +180,7 @@ def _collect(app: Sphinx, doctree: nodes.document) -> None:
     sections = _cell_sections(doctree)
     title = env.titles[docname].astext() if docname in env.titles else docname
     claims = []
-    for cid, verdict, measured, expected in lines:
+    for cid, verdict, measured, interval, expected, profiles in lines:
         d = detail.get(cid)
         if d is None and glued:
             logger.warning(
@@ -189,7 +189,7 @@ def _collect(app: Sphinx, doctree: nodes.document) -> None:
             )
         if d is None:
             d = {}
-        elif (d["passed"], d["measured"], d["expected"]) != (verdict == "PASS", measured, expected):
+        elif (d.get("verdict"), d["measured"], d.get("interval"), d["expected"]) != (verdict, measured, interval, expected):
             logger.warning(
                 f"claim {cid!r}: the CLAIM line and the claims JSON output disagree",
                 location=docname, type="icl", subtype="claims",
@@ -198,10 +198,13 @@ def _collect(app: Sphinx, doctree: nodes.document) -> None:
         claims.append(
             {
                 "cid": cid,
-                "passed": verdict == "PASS",
+                "verdict": verdict,
                 "measured": measured,
+                "interval": interval,
                 "expected": expected,
+                "profiles": profiles,
                 "statement": d.get("statement", ""),
+                "paper_section": d.get("section", ""),
                 "profile": d.get("profile", meta.get("profile", "")),
                 "anchor": anchor,
                 "section": section,
@@ -307,19 +310,31 @@ def _link(app: Sphinx, fromdoc: str, todoc: str, text: str, anchor: str = "", li
     return ref
 
 
-def _verdict(passed: bool) -> nodes.Node:
-    return nodes.inline(text="PASS" if passed else "FAIL", classes=["icl-verdict", "icl-pass" if passed else "icl-fail"])
+_VERDICT_CLASS = {"PASS": "icl-pass", "FAIL": "icl-fail", "INCONCLUSIVE": "icl-inconclusive", "NOT-RUN": "icl-notrun"}
+
+
+def _verdict(verdict: str) -> nodes.Node:
+    text = "not run in this profile" if verdict == "NOT-RUN" else verdict
+    return nodes.inline(text=text, classes=["icl-verdict", _VERDICT_CLASS.get(verdict, "icl-fail")])
+
+
+def _count_text(claims: list[dict]) -> str:
+    """``"12 pass, 0 fail, 2 inconclusive, 1 not run in this profile"`` (every verdict, never hidden)."""
+    n = {v: sum(c["verdict"] == v for c in claims) for v in _VERDICT_CLASS}
+    return (f"{n['PASS']} pass, {n['FAIL']} fail, {n['INCONCLUSIVE']} inconclusive, "
+            f"{n['NOT-RUN']} not run in this profile")
 
 
 def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
     chapters = _chapters(app)
     all_claims = [c for _, ch in chapters for c in ch["claims"]]
-    passed = sum(c["passed"] for c in all_claims)
     summary = nodes.paragraph(classes=["icl-summary"])
     summary += nodes.Text(
-        f"This build checked {len(all_claims)} claim{'s' * (len(all_claims) != 1)} in {len(chapters)} "
-        f"chapter{'s' * (len(chapters) != 1)}: "
-        f"{passed} pass, {len(all_claims) - passed} fail."
+        f"This build lists {len(all_claims)} claim{'s' * (len(all_claims) != 1)} in {len(chapters)} "
+        f"chapter{'s' * (len(chapters) != 1)}: {_count_text(all_claims)}.  A claim is decided on the "
+        "interval of its measurement: PASS when all of it satisfies the condition, FAIL when none of "
+        "it does, INCONCLUSIVE when the data cannot decide; a claim declared only for another profile "
+        "is listed as not run."
     )
     out: list[nodes.Node] = [summary]
     for doc, ch in chapters:
@@ -327,11 +342,10 @@ def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
         rubric = nodes.rubric(classes=["icl-chapter"])
         rubric += _link(app, fromdoc, doc, ch["title"])
         out.append(rubric)
-        profiles = sorted({c["profile"] for c in claims if c["profile"]}) or [ch["meta"].get("profile", "?")]
         out.append(
             nodes.paragraph(
-                text=f"{sum(c['passed'] for c in claims)} of {len(claims)} claims pass "
-                f"(profile {', '.join(profiles)}, device {ch['meta'].get('device', '?')})."
+                text=f"{_count_text(claims)} (profile {ch['meta'].get('profile', '?')}, "
+                f"device {ch['meta'].get('device', '?')})."
             )
         )
         if not claims:
@@ -343,15 +357,18 @@ def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
                     _link(app, fromdoc, doc, c["cid"], c["anchor"], literal=True),
                     nodes.inline(text=c["section"] or ch["title"], classes=["icl-section"]),
                 ],
-                c["statement"],
+                [nodes.inline(text=c["paper_section"], classes=["icl-paper-section"]), nodes.Text(" "),
+                 nodes.Text(c["statement"])] if c["paper_section"] else c["statement"],
                 nodes.literal(text=c["measured"]),
+                nodes.literal(text=c["interval"]),
                 nodes.literal(text=c["expected"]),
-                _verdict(c["passed"]),
-                c["profile"],
+                _verdict(c["verdict"]),
+                c["profiles"].replace(",", ", "),
             ]
             for c in claims
         ]
-        headers = ["Claim (section)", "Paper's statement", "Measured", "Condition checked", "Verdict", "Profile"]
+        headers = ["Claim (section)", "Paper's statement", "Measured", "95 % interval", "Condition",
+                   "Verdict", "Declared for"]
         out.append(_table(headers, rows, ["icl-claims"]))
     return out
 
@@ -382,10 +399,10 @@ def _status(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
                 meta.get("device", "-"),
                 meta.get("icl_lib", "-"),
                 meta.get("torch", "-"),
-                f"{sum(c['passed'] for c in claims)}/{len(claims)}",
+                _count_text(claims),
             ]
         )
-    headers = ["Chapter", "Executed", "Run time (s)", "Status", "Profile", "Device", "icl_lib", "torch", "Claims passed"]
+    headers = ["Chapter", "Executed", "Run time (s)", "Status", "Profile", "Device", "icl_lib", "torch", "Claims"]
     return [_table(headers, rows, ["icl-status"])]
 
 

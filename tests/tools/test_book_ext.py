@@ -17,7 +17,8 @@ from pathlib import Path
 import nbformat
 
 from icl_lib import claims as claims_mod
-from icl_lib.claims import Claims
+from icl_lib.claims import Above, Claims
+from icl_lib.stats import Estimate
 
 ROOT = Path(__file__).resolve().parents[2]
 EXT = ROOT / "book" / "_ext"
@@ -36,18 +37,30 @@ def test_extension_reads_what_claims_writes():
     c = Claims("t", "quick")
     c.check("a-b", True, 0.123456, "|x - 1| < 4 se", "s")
     c.check("c", False, [1.0, float("nan")], "y>3", "s")
+    c.test("d", Estimate(0.5, 0.2, 0.9), Above(0.4), "s", "P1 §3")
+    c.test("e", Estimate(0.5, 0.2, 0.9), Above(0.4), "s", profiles="paper")
     lines = "\n".join(x.line() for x in c.items) + "\n"
-    assert ext.CLAIM_LINE.findall(lines) == [("a-b", "PASS", "0.1235", "|x-1|<4se"), ("c", "FAIL", "[1,nan]", "y>3")]
+    assert ext.CLAIM_LINE.findall(lines) == [
+        ("a-b", "PASS", "0.1235", "-", "|x-1|<4se", "quick,paper"),
+        ("c", "FAIL", "[1,nan]", "-", "y>3", "quick,paper"),
+        ("d", "INCONCLUSIVE", "0.5", "[0.2,0.9]", ">0.4", "quick,paper"),
+        ("e", "NOT-RUN", "-", "-", ">0.4", "paper"),
+    ]
 
 
-def _chapter(title: str, checks: list[tuple[str, str, bool]], tamper: bool = False) -> nbformat.NotebookNode:
-    """A chapter notebook: one section per claim, whose cell has the outputs report() makes."""
+def _chapter(title: str, checks: list[tuple[str, str, object]], tamper: bool = False) -> nbformat.NotebookNode:
+    """A chapter notebook: one section per claim, whose cell has the outputs report() makes.
+    A check's outcome is True/False (a plain check), "INCONCLUSIVE" or "NOT-RUN"."""
     c = Claims("x", "quick", device="cpu")
     cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\nIntro.")]
     for n, (section, cid, ok) in enumerate(checks, start=1):
         cells.append(nbformat.v4.new_markdown_cell(f"## {section}\n\nText."))
         cells.append(nbformat.v4.new_code_cell(f"claims.check({cid!r}, ...)", execution_count=n))
-        c.check(cid, ok, 0.5 * n, "x<1", f"statement of {cid}")
+        if ok in (True, False):
+            c.check(cid, ok, 0.5 * n, "x<1", f"statement of {cid}")
+        else:
+            c.test(cid, Estimate(0.5, 0.2, 0.9), Above(0.4), f"statement of {cid}", "P1 §3",
+                   profiles="paper" if ok == "NOT-RUN" else ("quick", "paper"))
         c.items[-1].cell = n  # what the kernel's execution count would have been
     payload = c.payload()
     text = "".join(x.line() + "\n" for x in c.items)
@@ -104,7 +117,7 @@ def _rows(page: str) -> list[tuple[str, str, str]]:
     """(href, claim id, verdict) of each dashboard row."""
     return re.findall(
         r'<tr[^>]*>\s*<td><p><a class="reference internal" href="([^"]*)"><code[^>]*>(?:<span[^>]*>)?([^<]+)'
-        r".*?icl-verdict icl-(?:pass|fail)\">(PASS|FAIL)<",
+        r".*?icl-verdict icl-(?:pass|fail|inconclusive|notrun)\">(PASS|FAIL|INCONCLUSIVE|not run in this profile)<",
         page,
         flags=re.S,
     )
@@ -112,7 +125,8 @@ def _rows(page: str) -> list[tuple[str, str, str]]:
 
 def test_dashboard_lists_every_claim_of_every_chapter(tmp_path):
     chapters = {
-        "02_second": _chapter("2. Second", [("Alpha part", "alpha", True), ("Beta part", "beta", False)]),
+        "02_second": _chapter("2. Second", [("Alpha part", "alpha", True), ("Beta part", "beta", False),
+                                            ("Gamma part", "gamma", "INCONCLUSIVE"), ("Delta part", "delta", "NOT-RUN")]),
         "01_first": _chapter("1. First", [("The data", "moment", True)]),
     }
     dash, status, warnings = _build(tmp_path, chapters)
@@ -121,11 +135,15 @@ def test_dashboard_lists_every_claim_of_every_chapter(tmp_path):
     assert _rows(dash) == [
         ("02_second.html#alpha-part", "alpha", "PASS"),
         ("02_second.html#beta-part", "beta", "FAIL"),
+        ("02_second.html#gamma-part", "gamma", "INCONCLUSIVE"),
+        ("02_second.html#delta-part", "delta", "not run in this profile"),
         ("01_first.html#the-data", "moment", "PASS"),
     ]
-    assert "statement of beta" in dash and "3 claims in 2 chapters: 2 pass, 1 fail" in dash
+    assert "statement of beta" in dash and "[0.2,0.9]" in dash and "P1 §3" in dash
+    assert "5 claims in 2 chapters: 2 pass, 1 fail, 1 inconclusive, 1 not run in this profile" in dash
     assert status.count("<tr") == 1 + 2  # header and one row per chapter
-    assert ">quick<" in status and ">cpu<" in status and ">1/2<" in status and ">1/1<" in status
+    assert ">quick<" in status and ">cpu<" in status
+    assert ">1 pass, 1 fail, 1 inconclusive, 1 not run in this profile<" in status
 
 
 def test_dashboard_warns_when_lines_and_json_disagree(tmp_path):
