@@ -25,7 +25,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .config import ATTENTION_KINDS, check_choice, check_int
+from .config import ATTENTION_KINDS
+from .validate import check_choice, check_int
 from .data import Batch
 
 __all__ = ["AttentionEnsemble", "kernel_regression_predict", "ACTIVATIONS"]
