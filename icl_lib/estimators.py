@@ -35,9 +35,10 @@ from typing import Callable
 
 import torch
 
-from .config import DataConfig, check_float, check_int
+from .config import DataConfig
 from .data import Batch, sample_chunks
 from .seeding import generator
+from .validate import check_float, check_int
 
 __all__ = [
     "vanilla_gd_predict",
