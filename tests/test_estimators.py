@@ -51,8 +51,8 @@ def test_claims_fail_loudly(capsys):
     with pytest.raises(AssertionError, match="bad"):
         c.report()
     out = capsys.readouterr().out
-    assert "CLAIM ok PASS measured=0.1235 expected=x<1" in out
-    assert "CLAIM bad FAIL measured=[1,2] expected=x>3" in out
+    assert "CLAIM ok PASS measured=0.1235 interval=- expected=x<1 profiles=quick,paper" in out
+    assert "CLAIM bad FAIL measured=[1,2] interval=- expected=x>3 profiles=quick,paper" in out
     with pytest.raises(ValueError):
         c.check("ok", True, 1, "again")
     with pytest.raises(AssertionError):
