@@ -201,7 +201,8 @@ def head_split_curves(histories: Mapping[float, dict | None], shape_threshold: f
         ax.set_ylim(0, 1)
         ax.set_xlabel("training step")
         ax.set_ylabel(label)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:  # no positive/negative seed: no legend
+            ax.legend(fontsize=8)
     return fig
 
 

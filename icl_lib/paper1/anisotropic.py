@@ -36,7 +36,7 @@ KQ_h[:d, :d]) x_q`` (paper 1, B.3), so ``sum_h mu_h KQ_h[:d, :d]`` is the model'
 
 from __future__ import annotations
 
-import math
+import ast
 import numbers
 from typing import Mapping, Sequence
 
@@ -49,7 +49,7 @@ from ..data import Batch
 from ..engine import Run, stack_models, train
 from ..estimators import bayes_risk_mc, debiased_gd_predict, mc_risk, model_risk
 from ..seeding import derive_seed, generator
-from ..validate import check_float, check_int, check_int_list, fail
+from ..validate import check_float, check_int, fail
 
 __all__ = [
     "pgd_moments",
@@ -206,23 +206,38 @@ def head_split(KQ: torch.Tensor, d: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 # ------------------------------------------------------------------------------- chapter 6: parameters
-def check_rhos(name: str, values, max_len: int = 8) -> tuple[float, ...]:
-    """A chapter's correlations ``rho`` of the KMS covariance (one number or a list of 1 to
-    ``max_len``), each in ``(-1, 1)`` and checked as ``name[i]`` (chapter 6's ``rhos``)."""
+def _as_list(name: str, values, accepted: str, max_len: int) -> list:
+    """``values`` as a list of 1 to ``max_len`` entries: one number becomes ``[number]``, and text
+    that spells a list (papermill's ``-p rhos [0.5]`` passes ``"[0.5]"``) becomes that list; any
+    other value fails naming ``name``."""
+    if isinstance(values, str):
+        try:
+            parsed = ast.literal_eval(values.strip())
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            parsed = None
+        if not isinstance(parsed, (list, tuple)):
+            fail(name, values, accepted)
+        values = parsed
     if isinstance(values, numbers.Real) and not isinstance(values, bool):
         values = [values]
     if not isinstance(values, (list, tuple)) or not 1 <= len(values) <= max_len:
-        fail(name, values, f"a list of 1 to {max_len} numbers in (-1, 1)")
+        fail(name, values, accepted)
+    return list(values)
+
+
+def check_rhos(name: str, values, max_len: int = 8) -> tuple[float, ...]:
+    """A chapter's correlations ``rho`` of the KMS covariance: one number or a list of 1 to
+    ``max_len`` (also as text, ``"[0.5]"``), each in ``(-1, 1)`` and checked as ``name[i]``
+    (chapter 6's ``rhos``)."""
+    values = _as_list(name, values, f"a number or a list of 1 to {max_len} numbers in (-1, 1)", max_len)
     return tuple(check_float(f"{name}[{i}]", r, -1.0, 1.0, True, True) for i, r in enumerate(values))
 
 
 def check_lengths(name: str, values, lo: int = 2, hi: int = 640, max_len: int = 12) -> tuple[int, ...]:
-    """A chapter's context lengths: a non-empty list of at most ``max_len`` integers in
-    ``[lo, hi]``, each checked as ``name[i]`` (chapter 6's ``eval_L``)."""
-    values = check_int_list(name, values, lo, hi)
-    if len(values) > max_len:
-        fail(name, list(values), f"a list of 1 to {max_len} integers in [{lo}, {hi}]")
-    return values
+    """A chapter's context lengths: one integer or a list of 1 to ``max_len`` (also as text,
+    ``"[10, 40]"``), each in ``[lo, hi]`` and checked as ``name[i]`` (chapter 6's ``eval_L``)."""
+    values = _as_list(name, values, f"an integer or a list of 1 to {max_len} integers in [{lo}, {hi}]", max_len)
+    return tuple(check_int(f"{name}[{i}]", v, lo, hi) for i, v in enumerate(values))
 
 
 # ------------------------------------------------------------------------------- chapter 6: Gamma*
@@ -418,7 +433,9 @@ def inverse_distances(runs: Sequence[Run], Sigma, Gamma_star) -> tuple["pandas.D
 
 
 # ------------------------------------------------------------------------------- chapter 6: losses
-def length_losses(runs: Sequence[Run], data: DataConfig, Ls: Sequence[int], n: int, seed: int) -> "pandas.DataFrame":  # noqa: F821,E501
+def length_losses(
+    runs: Sequence[Run], data: DataConfig, Ls: Sequence[int], n: int, seed: int
+) -> "pandas.DataFrame":  # noqa: F821
     """ICL loss of the models ``runs`` (trained on ``data``) at every context length of ``Ls``, on
     ``n`` shared test prompts per length (stream ``"test-loss"``), against pre-conditioned debiased
     GD with ``Gamma*(L)`` and with the models' own ``Gamma_eff`` (median over models; closed forms),
@@ -445,7 +462,9 @@ def length_losses(runs: Sequence[Run], data: DataConfig, Ls: Sequence[int], n: i
     return pd.DataFrame(curves, index=pd.Index(list(Ls), name="L"))
 
 
-def rho_losses(runs: Mapping[float, Sequence[Run]], rho: float, n: int, seed: int) -> tuple["pandas.DataFrame", dict]:  # noqa: F821,E501
+def rho_losses(
+    runs: Mapping[float, Sequence[Run]], rho: float, n: int, seed: int
+) -> tuple["pandas.DataFrame", dict]:  # noqa: F821
     """ICL loss at the training length for every ``rho`` of ``{rho: runs}`` on ``n`` shared test
     prompts per ``rho`` (stream ``"test-loss-rho"``): median over the positive/negative seeds and over
     all seeds, against ``R_PGD(Gamma*)`` and plain debiased GD's best ``R_dGD(eta*)`` (paper 1, B.3;

@@ -431,6 +431,8 @@ def test_head_split_curves_one_colour_per_rho_and_the_thresholds():
         assert ax.get_ylim() == (0, 1)
     assert _hlines(fig.axes[0]) == [0.25] and _hlines(fig.axes[1]) == [0.1]
     assert _hlines(head_split_curves({0.5: h}).axes[1]) == []
+    empty = head_split_curves({0.0: None, 0.5: None}, shape_threshold=0.1)  # no positive/negative seed
+    assert all(not ax.lines[1:] and ax.get_legend() is None for ax in empty.axes)
 
 
 def test_length_loss_curves_band_and_training_length():

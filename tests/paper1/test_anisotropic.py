@@ -253,14 +253,17 @@ def _nprel(A, B):
     return np.linalg.norm(np.asarray(A) - np.asarray(B)) / np.linalg.norm(np.asarray(B))
 
 
-@pytest.mark.parametrize("values, want", [([0, 0.5], (0.0, 0.5)), (0.3, (0.3,)), ((-0.9, 0.99), (-0.9, 0.99))])
+@pytest.mark.parametrize("values, want", [([0, 0.5], (0.0, 0.5)), (0.3, (0.3,)), ((-0.9, 0.99), (-0.9, 0.99)),
+                                         ("[0.5]", (0.5,)), (" [0, .8] ", (0.0, 0.8))])
 def test_check_rhos_accepts_numbers_in_the_open_interval(values, want):
     assert an.check_rhos("rhos", values) == want
 
 
 @pytest.mark.parametrize("values, match", [([], r"^rhos=\[\] is invalid"), ([1.0], r"^rhos\[0\]=1.0 is invalid"),
                                            ([0.2, -1], r"^rhos\[1\]=-1"), ([0.1] * 9, r"^rhos="),
-                                           ("0.5", r"^rhos="), ([True], r"^rhos\[0\]=True"), (None, r"^rhos=")])
+                                           ("0.5", r"^rhos='0.5'"), ([True], r"^rhos\[0\]=True"), (None, r"^rhos="),
+                                           ("[0.5, 2]", r"^rhos\[1\]=2"), ("[0.5", r"^rhos='\[0.5'"),
+                                           ("['a']", r"^rhos\[0\]='a'"), ("[]", r"^rhos=\[\]")])
 def test_check_rhos_names_the_parameter_and_the_bad_element(values, match):
     with pytest.raises(ValueError, match=match):
         an.check_rhos("rhos", values)
@@ -268,8 +271,12 @@ def test_check_rhos_names_the_parameter_and_the_bad_element(values, match):
 
 def test_check_lengths_bounds_values_and_count():
     assert an.check_lengths("eval_L", [10, 2, 640]) == (10, 2, 640)
+    assert an.check_lengths("eval_L", "[40, 80]") == (40, 80)
+    assert an.check_lengths("eval_L", 40) == an.check_lengths("eval_L", 40.0) == (40,)
     for values, match in (([], r"^eval_L=\[\]"), ([1], r"^eval_L\[0\]=1 is"), ([10, 641], r"^eval_L\[1\]=641"),
-                          ([10] * 13, r"^eval_L=\[10,"), (40, r"^eval_L=40"), ([2.5], r"^eval_L\[0\]=2.5")):
+                          ([10] * 13, r"^eval_L=\[10,"), (True, r"^eval_L=True"), ([2.5], r"^eval_L\[0\]=2.5"),
+                          ("[40", r"^eval_L='\[40'"), ("40", r"^eval_L='40'"), (None, r"^eval_L=None"),
+                          ("[1]", r"^eval_L\[0\]=1 ")):
         with pytest.raises(ValueError, match=match):
             an.check_lengths("eval_L", values)
 
@@ -482,10 +489,16 @@ def test_rho_losses_per_rho_and_the_main_rho_values():
 
 
 def test_distance_sweep_medians_per_rho():
-    t = pd.DataFrame({"rho": [0.0, 0.3, 0.3, 0.3, 0.8, 0.8], "pattern": ["pos/neg"] * 3 + ["single-sign", "pos/neg",
-                      "single-sign"], "d(Gamma, Gamma*)": [9.0, 0.1, 0.3, 99.0, 0.5, 99.0],
-                      "d(Gamma, Sigma^-1)": [9.0, 1.0, 2.0, 99.0, 3.0, 99.0], "d(Gamma, I)": [9.0, 4.0, 6.0, 99.0, 7.0, 99.0],
-                      "head shape distance": [9.0, 9.0, 9.0, 99.0, 0.25, 99.0]})
+    """Medians over the positive/negative rows per rho != 0 (single-sign rows, at 99, left out), and
+    the median head shape distance at the largest rho."""
+    t = pd.DataFrame({
+        "rho": [0.0, 0.3, 0.3, 0.3, 0.8, 0.8],
+        "pattern": ["pos/neg"] * 3 + ["single-sign", "pos/neg", "single-sign"],
+        "d(Gamma, Gamma*)": [9.0, 0.1, 0.3, 99.0, 0.5, 99.0],
+        "d(Gamma, Sigma^-1)": [9.0, 1.0, 2.0, 99.0, 3.0, 99.0],
+        "d(Gamma, I)": [9.0, 4.0, 6.0, 99.0, 7.0, 99.0],
+        "head shape distance": [9.0, 9.0, 9.0, 99.0, 0.25, 99.0],
+    })
     sweep, v = an.distance_sweep(t)
     assert list(sweep.index) == [0.3, 0.8]
     assert sweep.loc[0.3].tolist() == pytest.approx([0.2, 1.5, 5.0]) and sweep.loc[0.8].tolist() == [0.5, 3.0, 7.0]
