@@ -12,8 +12,10 @@ The mathematics modules of the library import no plotting code; chapters import 
 """
 
 from .curves import dynamics, excess_curves, loglog_points, loss_curves, plot_against_L
+from .curves import head_split_curves, length_loss_curves, rho_distances  # chapter 6
 from .flows import compare_figure, phase_figure
 from .heatmaps import circuit_heatmaps, gamma_heatmaps, matrix_heatmaps, snapshot_heatmaps
+from .heatmaps import inverse_heatmaps, pattern_with_matrices  # chapter 6
 from .landscape import landscape_panels
 from .stages import stage_dynamics_figure, stage_timeline
 from .strips import task_loss_plot
@@ -38,4 +40,9 @@ __all__ = [
     "stage_dynamics_figure",
     "stage_timeline",
     "task_loss_plot",
+    "head_split_curves",  # chapter 6
+    "inverse_heatmaps",
+    "length_loss_curves",
+    "pattern_with_matrices",
+    "rho_distances",
 ]

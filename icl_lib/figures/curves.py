@@ -178,3 +178,64 @@ def loglog_points(x, y, yerr=None, ax=None, label: str = "measured", fit=None, f
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=7)
     return ax
+
+
+# ------------------------------------------------------------------------------- chapter 6
+def head_split_curves(histories: Mapping[float, dict | None], shape_threshold: float | None = None,
+                      scale_threshold: float = 0.25):
+    """The two heads against the mirror pair ``+-omega Gamma`` along training (chapter 6), from
+    :func:`icl_lib.paper1.anisotropic.head_split_histories`: spread of ``|omega_h|`` (left) and
+    distance between the heads' normalised blocks (right), thin lines per seed, thick medians, one
+    colour per ``rho`` (``None`` entries keep their colour unused); dashed: the thresholds."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
+    for k, (r, h) in enumerate(histories.items()):
+        if h is None:
+            continue
+        for ax, key in zip(axes, ("spread", "shape")):
+            ax.plot(h["step"], h[key].T, color=HEAD_COLORS[k], lw=0.6, alpha=0.5)
+            ax.plot(h["step"], np.median(h[key], 0), color=HEAD_COLORS[k], lw=2, label=rf"$\rho$ = {r}")
+    axes[0].axhline(scale_threshold, color="0.3", ls="--", lw=1)
+    if shape_threshold is not None:
+        axes[1].axhline(shape_threshold, color="0.3", ls="--", lw=1)
+    for ax, label in zip(axes, [r"spread of $|\omega_h|$", "distance between the heads' shapes"]):
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("training step")
+        ax.set_ylabel(label)
+        if ax.get_legend_handles_labels()[0]:  # no positive/negative seed: no legend
+            ax.legend(fontsize=8)
+    return fig
+
+
+def length_loss_curves(table, train_L: int):
+    """Chapter 6's losses against the context length, from
+    :func:`icl_lib.paper1.anisotropic.length_losses` (rows ``L``): every column but ``model lo`` /
+    ``model hi`` as a curve on log-log axes, the models' band from their smallest to their largest
+    loss, a dotted line at the training length."""
+    x = table.index.to_list()
+    shown = {c: table[c].to_list() for c in table.columns if c not in ("model lo", "model hi")}
+    ax = loss_curves(x, shown, xlabel="context length L", logx=True, logy=True)
+    ax.fill_between(x, table["model lo"].to_list(), table["model hi"].to_list(), color=HEAD_COLORS[0], alpha=0.25,
+                    lw=0)
+    ax.axvline(train_L, color="0.6", lw=0.8, ls=":")
+    return ax
+
+
+def rho_distances(points):
+    """Distances of the normalised learned pre-conditioner to ``Gamma*``, ``Sigma^{-1}`` and ``I_d``
+    against ``rho`` (chapter 6): one dot per row of ``points`` (the positive/negative rows of
+    :func:`icl_lib.paper1.anisotropic.circuit_table`), lines through the medians per ``rho``."""
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    cols = [("d(Gamma, Gamma*)", r"to $\Gamma^\star$"), ("d(Gamma, Sigma^-1)", r"to $\Sigma^{-1}$"),
+            ("d(Gamma, I)", r"to $I_d$")]
+    for k, (col, label) in enumerate(cols):
+        c = HEAD_COLORS[k]
+        ax.scatter(points.rho + (k - 1) * 0.012, points[col], color=c, s=18, alpha=0.7)
+        medians = points.groupby("rho")[col].median()
+        ax.plot(medians.index, medians.values, color=c, lw=1.5, marker="o", label=label)
+    ax.set_xlabel(r"$\rho$")
+    ax.set_ylabel("relative Frobenius distance")
+    ax.legend(fontsize=8)
+    return ax
+
+
+__all__ += ["head_split_curves", "length_loss_curves", "rho_distances"]

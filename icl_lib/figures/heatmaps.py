@@ -128,3 +128,37 @@ def gamma_heatmaps(gammas: Sequence[torch.Tensor], titles: Sequence[str], data: 
         ax.set_title(title)
         ax.tick_params(labelsize=7)
     return fig
+
+
+# ------------------------------------------------------------------------------- chapter 6
+def pattern_with_matrices(run, mats: dict, title: str | None = None):
+    """Paper 1, Figure 11's layout (chapter 6): the circuits of ``run`` (:func:`circuit_heatmaps`,
+    heads labelled with their group) on the left, a row of reference matrices ``{title: (d, d)}``
+    (:func:`matrix_heatmaps`) on the right.  ``title`` (default: the run's ``rho`` and seed) gets
+    the run's pattern appended."""
+    p = run.pattern()
+    title = title or f"rho = {run.spec.data.rho}, seed {run.spec.seed}"
+    fig = plt.figure(figsize=(12.5, 4.2))
+    left, right = fig.subfigures(1, 2, width_ratios=[1.15, 1])
+    circuit_heatmaps(run.KQ, run.OV, run.d, head_labels=[f"head {h + 1} ({g})" for h, g in enumerate(p.groups)],
+                     title=f"{title}: {p.kind}", fig=left)
+    matrix_heatmaps(mats, fig=right)
+    return fig
+
+
+def inverse_heatmaps(KQ, d: int, Sigma, Gamma_star):
+    """Paper 1, Figure 14 (chapter 6): every head's inverse covariate block ``KQ_h[:d, :d]^{-1}``
+    divided by its mean diagonal, beside ``Sigma`` and ``Gamma*^{-1}`` (divided the same way), one
+    colour scale; titles give the relative Frobenius distances to ``Sigma`` and ``Gamma*^{-1}``."""
+    from ..paper1.anisotropic import rel_dist, scaled_inverse_blocks, trace_normalise
+
+    inv = scaled_inverse_blocks(torch.as_tensor(KQ), d)  # (H, d, d)
+    inv_star = trace_normalise(torch.linalg.inv(torch.as_tensor(Gamma_star, dtype=torch.float64)))  # (d, d)
+    panels = {f"head {h + 1}: $KQ^{{-1}}$ / tr\nd to $\\Sigma$ {float(rel_dist(inv[h], Sigma)):.3f}, "
+              f"to $\\Gamma^{{\\star-1}}$ {float(rel_dist(inv[h], inv_star)):.3f}": inv[h] for h in range(inv.shape[0])}
+    panels[r"$\Sigma$"] = Sigma
+    panels[r"$\Gamma^{\star-1}$ / tr" + f"\nd to $\\Sigma$ {float(rel_dist(inv_star, Sigma)):.3f}"] = inv_star
+    return matrix_heatmaps(panels, fig=plt.figure(figsize=(12, 3.4)), share_scale=True)
+
+
+__all__ += ["pattern_with_matrices", "inverse_heatmaps"]

@@ -25,7 +25,8 @@ and ``R(Gamma*) = tr(Sigma)/d + sigma2 - tr(Gamma* Sigma B^T)``.  For ``Sigma = 
 optimal steps ``eta*`` of :mod:`icl_lib.estimators`.  ``Gamma*`` is a resolvent of ``Sigma``: for
 the Kac-Murdock-Szego ``Sigma``, whose inverse is tridiagonal, ``(Sigma + c I)^{-1}`` is not, and
 ``Gamma*`` has small ``(i, i+2)`` entries that ``Sigma^{-1}`` lacks (paper 1, C.2).
-All closed forms are checked by Monte Carlo and by direct minimisation in ``tests/test_anisotropic.py``.
+All closed forms are checked by Monte Carlo and by direct minimisation in
+``tests/paper1/test_anisotropic.py``.
 
 The learned pre-conditioner: linearising the softmax of a two-head model with
 ``KQ_h[:d, :d] = omega_h Gamma`` and ``OV_h = (0, .., 0, mu_h)`` gives ``y_hat ~ g^T (sum_h mu_h
@@ -35,11 +36,20 @@ KQ_h[:d, :d]) x_q`` (paper 1, B.3), so ``sum_h mu_h KQ_h[:d, :d]`` is the model'
 
 from __future__ import annotations
 
+import ast
+import numbers
+from typing import Mapping, Sequence
+
+import numpy as np
 import torch
 
-from ..circuits import kq_blocks, omega_of
+from ..circuits import effective_preconditioner, kq_blocks, omega_of
+from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
 from ..data import Batch
-from ..validate import check_float, check_int
+from ..engine import Run, stack_models, train
+from ..estimators import bayes_risk_mc, debiased_gd_predict, mc_risk, model_risk
+from ..seeding import derive_seed, generator
+from ..validate import check_float, check_int, fail
 
 __all__ = [
     "pgd_moments",
@@ -53,6 +63,23 @@ __all__ = [
     "band_mean",
     "min_eig_sym",
     "head_split",
+    "check_rhos",
+    "check_lengths",
+    "reference_values",
+    "risk_check",
+    "rho_sweep",
+    "training_summary",
+    "pos_neg_runs",
+    "circuit_table",
+    "mirror_pair_values",
+    "head_split_histories",
+    "split_floor",
+    "preconditioner_values",
+    "scaled_inverse_blocks",
+    "inverse_distances",
+    "length_losses",
+    "rho_losses",
+    "distance_sweep",
 ]
 
 
@@ -178,4 +205,296 @@ def head_split(KQ: torch.Tensor, d: int) -> tuple[torch.Tensor, torch.Tensor]:
     return spread, rel_dist(shapes[..., 0, :, :], shapes[..., 1, :, :])
 
 
-# ------------------------------------------------------------------------------- figure helper
+# ------------------------------------------------------------------------------- chapter 6: parameters
+def _as_list(name: str, values, accepted: str, max_len: int) -> list:
+    """``values`` as a list of 1 to ``max_len`` entries: one number becomes ``[number]``, and text
+    that spells a list (papermill's ``-p rhos [0.5]`` passes ``"[0.5]"``) becomes that list; any
+    other value fails naming ``name``."""
+    if isinstance(values, str):
+        try:
+            parsed = ast.literal_eval(values.strip())
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            parsed = None
+        if not isinstance(parsed, (list, tuple)):
+            fail(name, values, accepted)
+        values = parsed
+    if isinstance(values, numbers.Real) and not isinstance(values, bool):
+        values = [values]
+    if not isinstance(values, (list, tuple)) or not 1 <= len(values) <= max_len:
+        fail(name, values, accepted)
+    return list(values)
+
+
+def check_rhos(name: str, values, max_len: int = 8) -> tuple[float, ...]:
+    """A chapter's correlations ``rho`` of the KMS covariance: one number or a list of 1 to
+    ``max_len`` (also as text, ``"[0.5]"``), each in ``(-1, 1)`` and checked as ``name[i]``
+    (chapter 6's ``rhos``)."""
+    values = _as_list(name, values, f"a number or a list of 1 to {max_len} numbers in (-1, 1)", max_len)
+    return tuple(check_float(f"{name}[{i}]", r, -1.0, 1.0, True, True) for i, r in enumerate(values))
+
+
+def check_lengths(name: str, values, lo: int = 2, hi: int = 640, max_len: int = 12) -> tuple[int, ...]:
+    """A chapter's context lengths: one integer or a list of 1 to ``max_len`` (also as text,
+    ``"[10, 40]"``), each in ``[lo, hi]`` and checked as ``name[i]`` (chapter 6's ``eval_L``)."""
+    values = _as_list(name, values, f"an integer or a list of 1 to {max_len} integers in [{lo}, {hi}]", max_len)
+    return tuple(check_int(f"{name}[{i}]", v, lo, hi) for i, v in enumerate(values))
+
+
+# ------------------------------------------------------------------------------- chapter 6: Gamma*
+def reference_values(Sigma, L: int, sigma2: float) -> dict[str, float]:
+    """The numbers chapter 6 quotes about ``Gamma* = (Sigma + c I)^{-1}`` (paper 1, B.3, eq. B.6):
+
+    * ``c = (tr Sigma + d sigma2) / L``;
+    * ``band_star``: mean ``(i, i+2)`` entry of ``Gamma*`` (nan for ``d < 3``);
+    * ``d_star_I``: relative Frobenius distance of ``Gamma* / (tr / d)`` to ``I_d``, and
+      ``shape_thr = 0.25 d_star_I``, the threshold of the same-shape rule;
+    * ``inv_star_S``: distance of ``Gamma*^{-1} / (tr / d)`` to ``Sigma`` (Figure 14)."""
+    S = _sigma(Sigma)  # (d, d)
+    d = S.shape[0]
+    G = optimal_preconditioner(S, L, sigma2)  # (d, d)
+    d_star_I = float(rel_dist(trace_normalise(G), torch.eye(d, dtype=torch.float64)))
+    return {
+        "c": (float(S.trace()) + d * sigma2) / L,
+        "band_star": float(band_mean(G, 2)) if d >= 3 else float("nan"),
+        "d_star_I": d_star_I,
+        "shape_thr": 0.25 * d_star_I,
+        "inv_star_S": float(rel_dist(trace_normalise(torch.linalg.inv(G)), S)),
+    }
+
+
+def risk_check(data: DataConfig, n: int, seed: int, scale: float = 0.1) -> "pandas.DataFrame":  # noqa: F821
+    """Closed-form risk :func:`pgd_risk` against the Monte Carlo risk of debiased GD
+    pre-conditioned by ``Gamma*`` and by two random perturbations ``Gamma* + scale ||Gamma*||_F / d
+    N(0, 1)^{d x d}`` (stream ``"perturbations"``), all on the same ``n`` prompts (stream
+    ``"mc-check"``).  Paper 1, B.3 and G.4; chapter 6.  Rows ``Gamma*``, ``perturbation 1``,
+    ``perturbation 2``; columns ``closed form``, ``Monte Carlo``, ``std error``."""
+    import pandas as pd
+
+    Sigma, d = data.covariance_matrix(), data.d  # (d, d)
+    G_star = optimal_preconditioner(Sigma, data.L, data.sigma2)  # (d, d)
+    gen = generator(seed, "perturbations")
+    noise = [torch.randn(d, d, generator=gen, dtype=torch.float64) for _ in range(2)]
+    rows = []
+    for k, G in enumerate([G_star] + [G_star + scale * G_star.norm() / d * z for z in noise]):
+        r_mc, se = mc_risk(lambda b: debiased_gd_predict(b, 1.0, G), data, n=n, seed=derive_seed(seed, "mc-check"))
+        rows.append({"Gamma": "Gamma*" if k == 0 else f"perturbation {k}",
+                     "closed form": pgd_risk(G, Sigma, data.L, data.sigma2), "Monte Carlo": r_mc, "std error": se})
+    return pd.DataFrame(rows).set_index("Gamma")
+
+
+# ------------------------------------------------------------------------------- chapter 6: training
+def rho_sweep(
+    rhos: Sequence[float], seeds: int, seed: int, d: int, L: int, sigma2: float, train_cfg: TrainConfig,
+    device: str = "auto",
+) -> dict[float, list[Run]]:
+    """Train (or load) one two-head model per ``(rho, k)``, KMS covariance ``rho^|i-j|``, run seed
+    ``seed + k`` for ``k < seeds``, all in one :func:`~icl_lib.engine.train` call (paper 1, B.3;
+    chapter 6).  Returns ``{rho: [runs of seeds seed, seed+1, ...]}`` in the order of ``rhos``."""
+    seeds = check_int("seeds", seeds, 1)
+    specs = [RunSpec(data=DataConfig(d=d, L=L, sigma2=sigma2, rho=r), model=ModelConfig(heads=2), train=train_cfg,
+                     seed=seed + k) for r in rhos for k in range(seeds)]
+    runs = train(specs, device=device)
+    return {r: runs[i * seeds:(i + 1) * seeds] for i, r in enumerate(rhos)}
+
+
+def training_summary(runs: Mapping[float, Sequence[Run]]) -> str:
+    """One line on what training did: models, model-steps, and the ensembles with their seconds
+    and whether they came from the run cache (chapter 6)."""
+    every = [run for rs in runs.values() for run in rs]
+    steps = sum(run.spec.train.steps for run in every)
+    ensembles = sorted({(r.meta["ensemble"], round(r.meta["seconds"]), bool(r.meta.get("cached"))) for r in every})
+    return f"{len(every)} models, {steps:,} model-steps; trained as ensembles of " + ", ".join(
+        f"{R} models in {t} s{' (from the run cache)' if c else ''}" for R, t, c in ensembles)
+
+
+def pos_neg_runs(runs: Sequence[Run]) -> list[Run]:
+    """The runs whose heads end with both signs of ``omega_h`` (pattern ``pos/neg`` of
+    :func:`~icl_lib.circuits.summarize_pattern`; chapter 6's selection rule)."""
+    return [run for run in runs if run.pattern().kind == "pos/neg"]
+
+
+# ------------------------------------------------------------------------------- chapter 6: circuits
+def circuit_table(runs: Mapping[float, Sequence[Run]]) -> "pandas.DataFrame":  # noqa: F821
+    """One row per trained model of ``{rho: runs}``: its pattern (paper 1, Section 3: ``omega_h``,
+    ``mu_h``, OV off the label entry, zero-sum, sign matching, spread of ``|omega_h|``), the
+    mirror-pair shape distance of :func:`head_split`, the smallest eigenvalue of the symmetric part
+    of ``sign(mu_h) KQ_h[:d, :d]`` over the heads, the distances of the normalised effective
+    pre-conditioner ``Gamma_eff = sum_h mu_h KQ_h[:d, :d]`` to ``Gamma*``, ``I_d`` and ``Sigma^{-1}``
+    (each divided by ``tr / d``), the mean ``(i, i+2)`` entries of ``Gamma_eff`` and ``Gamma*`` (nan
+    for ``d < 3``) and ``||Gamma_eff - Gamma*||_F / ||Gamma*||_F`` unnormalised.  Paper 1, B.3 and
+    Figure 11; chapter 6."""
+    import pandas as pd
+
+    rows = []
+    for r, runs_r in runs.items():
+        for run in runs_r:
+            data, d = run.spec.data, run.d
+            S = data.covariance_matrix()  # (d, d)
+            G_star = optimal_preconditioner(S, data.L, data.sigma2)  # (d, d)
+            G_r = trace_normalise(G_star)
+            p = run.pattern()
+            blocks = kq_blocks(run.KQ.double(), d)  # (H, d, d)
+            shapes = trace_normalise(blocks)  # each head's block / (tr / d)
+            G_eff = effective_preconditioner(run.KQ.double(), run.OV.double(), d)  # sum_h mu_h KQ_h[:d, :d]
+            Gn = trace_normalise(G_eff)
+            eig = min(min_eig_sym(float(np.sign(p.mu[h])) * blocks[h]) for h in range(blocks.shape[0]))
+            rows.append({
+                "rho": r, "seed": run.spec.seed, "pattern": p.kind, "omega": np.round(p.omega, 3).tolist(),
+                "mu": np.round(p.mu, 3).tolist(), "OV off-last": p.ov_offlast, "zero-sum": p.zero_sum,
+                "sign matched": p.sign_matched, "omega spread": p.omega_spread,
+                "head shape distance": float(rel_dist(shapes[0], shapes[1])),
+                "min eig sign(mu_h) KQ_h": float(eig),
+                "d(Gamma, Gamma*)": float(rel_dist(Gn, G_r)),
+                "d(Gamma, I)": float(rel_dist(Gn, torch.eye(d, dtype=torch.float64))),
+                "d(Gamma, Sigma^-1)": float(rel_dist(Gn, trace_normalise(torch.linalg.inv(S)))),
+                "(i,i+2) learned": float(band_mean(Gn, 2)) if d >= 3 else float("nan"),
+                "(i,i+2) Gamma*": float(band_mean(G_r, 2)) if d >= 3 else float("nan"),
+                "|G_eff - Gamma*| / |Gamma*|": float(rel_dist(G_eff, G_star)),
+            })
+    return pd.DataFrame(rows)
+
+
+def mirror_pair_values(medians, shape_thr: float, scale_thr: float = 0.25) -> dict:
+    """The two mirror-pair rules ``KQ_{1,2} = +-omega Gamma`` (paper 1, B.3; chapter 6) from the
+    medians of :func:`circuit_table`'s columns: ``spread`` (of ``|omega_h|``) and ``shape`` (head
+    shape distance), each with ``"below"`` or ``"above"`` its threshold (``*_verdict``)."""
+    spread, shape = float(medians["omega spread"]), float(medians["head shape distance"])
+    return {"shape": shape, "shape_verdict": "below" if shape < shape_thr else "above",
+            "spread": spread, "spread_verdict": "below" if spread < scale_thr else "above"}
+
+
+def head_split_histories(runs: Mapping[float, Sequence[Run]], rho: float) -> dict[float, dict | None]:
+    """:func:`head_split` along training for the positive/negative runs at ``rho = 0`` (when the
+    sweep has it) and at ``rho``: ``{rho: {"step": (T,), "spread": (S, T), "shape": (S, T)}}``, or
+    ``None`` for a ``rho`` without such a run (chapter 6's mirror-pair figure)."""
+    out = {}
+    for r in dict.fromkeys([0.0, rho]) if 0.0 in runs else [rho]:
+        split = [head_split(run.history["KQ"], run.d) for run in pos_neg_runs(runs[r])]
+        out[r] = None if not split else {
+            "step": runs[r][0].history["step"].numpy(),  # (T,)
+            "spread": np.array([s[0].numpy() for s in split]),  # (S, T)
+            "shape": np.array([s[1].numpy() for s in split]),  # (S, T)
+        }
+    return out
+
+
+def split_floor(history: dict | None, tail: float = 0.2) -> float:
+    """Median shape distance over the last ``tail`` of training (steps ``>= (1 - tail) T``) of one
+    entry of :func:`head_split_histories` (nan for ``None``): the noise floor of the isotropic
+    control in chapter 6."""
+    if history is None:
+        return float("nan")
+    last = history["step"] >= (1 - tail) * history["step"][-1]
+    return float(np.median(history["shape"][:, last]))
+
+
+def preconditioner_values(pn: "pandas.DataFrame", Gamma_star) -> dict[str, float]:  # noqa: F821
+    """Medians over the rows ``pn`` of :func:`circuit_table` (paper 1, B.3 and Figure 11; chapter 6):
+    distances ``dG``, ``dS``, ``dI`` of the normalised ``Gamma_eff`` to ``Gamma*``, ``Sigma^{-1}``
+    and ``I_d``; ``abs``, the unnormalised ``||Gamma_eff - Gamma*|| / ||Gamma*||``; for ``d >= 3``
+    ``band_l``, the learned mean ``(i, i+2)`` entry, and ``band_s``, normalised ``Gamma*``'s."""
+    G = torch.as_tensor(Gamma_star, dtype=torch.float64)  # (d, d)
+    out = {"dG": float(pn["d(Gamma, Gamma*)"].median()), "dS": float(pn["d(Gamma, Sigma^-1)"].median()),
+           "dI": float(pn["d(Gamma, I)"].median()), "abs": float(pn["|G_eff - Gamma*| / |Gamma*|"].median())}
+    if G.shape[-1] >= 3:
+        out["band_l"] = float(pn["(i,i+2) learned"].median())
+        out["band_s"] = float(band_mean(trace_normalise(G), 2))
+    return out
+
+
+def scaled_inverse_blocks(KQ: torch.Tensor, d: int) -> torch.Tensor:
+    """``KQ_h[:d, :d]^{-1}`` divided by its mean diagonal, ``(..., H, d, d)`` in float64, from
+    ``KQ (..., H, D, D)`` (paper 1, Figure 14; chapter 6)."""
+    return trace_normalise(torch.linalg.inv(kq_blocks(KQ.double(), d)))
+
+
+def inverse_distances(runs: Sequence[Run], Sigma, Gamma_star) -> tuple["pandas.DataFrame", dict]:  # noqa: F821
+    """Figure 14's comparison for every head of the positive/negative ``runs``: distances of
+    :func:`scaled_inverse_blocks` to ``Sigma`` and to ``Gamma*^{-1} / (tr / d)`` (chapter 6).
+    Returns the table (one row per ``(seed, head)``; empty without such runs) and, when it is not
+    empty, the medians ``inv_S``, ``inv_G`` and ``inv_cmp``, a phrase saying which is nearer."""
+    import pandas as pd
+
+    S = _sigma(Sigma)  # (d, d)
+    inv_star = trace_normalise(torch.linalg.inv(torch.as_tensor(Gamma_star, dtype=torch.float64)))
+    rows = []
+    for run in pos_neg_runs(runs):
+        inv = scaled_inverse_blocks(run.KQ, run.d)  # (H, d, d)
+        for h in range(inv.shape[0]):
+            rows.append({"seed": run.spec.seed, "head": h + 1, "d(inv, Sigma)": float(rel_dist(inv[h], S)),
+                         "d(inv, Gamma*^-1)": float(rel_dist(inv[h], inv_star))})
+    table = pd.DataFrame(rows)
+    if not len(table):
+        return table, {}
+    med_S, med_G = table["d(inv, Sigma)"].median(), table["d(inv, Gamma*^-1)"].median()
+    nearer = "closer" if med_G < med_S else "not closer"
+    return table, {"inv_S": float(med_S), "inv_G": float(med_G),
+                   "inv_cmp": f"{nearer} to the scaled inverse of Gamma* than to Sigma"}
+
+
+# ------------------------------------------------------------------------------- chapter 6: losses
+def length_losses(
+    runs: Sequence[Run], data: DataConfig, Ls: Sequence[int], n: int, seed: int
+) -> "pandas.DataFrame":  # noqa: F821
+    """ICL loss of the models ``runs`` (trained on ``data``) at every context length of ``Ls``, on
+    ``n`` shared test prompts per length (stream ``"test-loss"``), against pre-conditioned debiased
+    GD with ``Gamma*(L)`` and with the models' own ``Gamma_eff`` (median over models; closed forms),
+    debiased GD with its best step ``eta*(L)`` and the Bayes posterior mean (Monte Carlo, stream
+    ``"mc-bayes"``).  Paper 1, B.3; chapter 6.  Rows: ``L``; ``model`` is the median over the models,
+    ``model lo`` / ``model hi`` their smallest and largest loss."""
+    import pandas as pd
+
+    Sigma, d, s2 = data.covariance_matrix(), data.d, data.sigma2  # (d, d)
+    models = stack_models(runs)
+    G_effs = [effective_preconditioner(run.KQ.double(), run.OV.double(), d) for run in runs]  # each (d, d)
+    cols = ["model", "model lo", "model hi", "PGD, Gamma*(L)", "PGD, learned Gamma_eff", "debiased GD, eta*(L)",
+            "Bayes (ridge, MC)"]
+    curves = {c: [] for c in cols}
+    for Lk in Ls:
+        risk, _ = model_risk(models, data, n=n, seed=derive_seed(seed, "test-loss", Lk), L=Lk)  # (R,)
+        eta = optimal_eta(Sigma, Lk, s2)
+        values = [float(risk.median()), float(risk.min()), float(risk.max()), optimal_pgd_risk(Sigma, Lk, s2),
+                  float(np.median([pgd_risk(G, Sigma, Lk, s2) for G in G_effs])),
+                  pgd_risk(eta * torch.eye(d, dtype=torch.float64), Sigma, Lk, s2),
+                  bayes_risk_mc(data, n=n, seed=derive_seed(seed, "mc-bayes", Lk), L=Lk)[0]]
+        for c, v in zip(cols, values):
+            curves[c].append(v)
+    return pd.DataFrame(curves, index=pd.Index(list(Ls), name="L"))
+
+
+def rho_losses(
+    runs: Mapping[float, Sequence[Run]], rho: float, n: int, seed: int
+) -> tuple["pandas.DataFrame", dict]:  # noqa: F821
+    """ICL loss at the training length for every ``rho`` of ``{rho: runs}`` on ``n`` shared test
+    prompts per ``rho`` (stream ``"test-loss-rho"``): median over the positive/negative seeds and over
+    all seeds, against ``R_PGD(Gamma*)`` and plain debiased GD's best ``R_dGD(eta*)`` (paper 1, B.3;
+    chapter 6).  Returns the table (rows: ``rho``) and the main ``rho``'s ``loss``, ``r_pgd``,
+    ``r_dgd``."""
+    import pandas as pd
+
+    rows = []
+    for r, runs_r in runs.items():
+        data = runs_r[0].spec.data
+        S, L, s2 = data.covariance_matrix(), data.L, data.sigma2  # (d, d)
+        risk = model_risk(stack_models(runs_r), data, n=n, seed=derive_seed(seed, "test-loss-rho"))[0]  # (R,)
+        r_pn = [float(x) for x, run in zip(risk, runs_r) if run.pattern().kind == "pos/neg"]
+        eta = optimal_eta(S, L, s2)
+        rows.append({"rho": r, "pos/neg seeds": len(r_pn),
+                     "median loss (pos/neg)": float(np.median(r_pn)) if r_pn else float("nan"),
+                     "median loss (all)": float(risk.median()), "R_PGD(Gamma*)": optimal_pgd_risk(S, L, s2),
+                     "R_dGD(eta*)": pgd_risk(eta * torch.eye(data.d, dtype=torch.float64), S, L, s2)})
+    table = pd.DataFrame(rows).set_index("rho")
+    main = table.loc[rho]
+    return table, {"loss": float(main["median loss (pos/neg)"]), "r_pgd": float(main["R_PGD(Gamma*)"]),
+                   "r_dgd": float(main["R_dGD(eta*)"])}
+
+
+def distance_sweep(table: "pandas.DataFrame") -> tuple["pandas.DataFrame", dict]:  # noqa: F821
+    """Across ``rho`` (paper 1, B.3; chapter 6): medians over the positive/negative rows of
+    :func:`circuit_table` of the normalised ``Gamma_eff``'s distances to ``Gamma*``, ``Sigma^{-1}``
+    and ``I_d`` per ``rho != 0`` (rows: ``rho``), and ``shape_maxrho``, the median head shape
+    distance at the largest ``rho`` (nan without such rows)."""
+    pn = table[table.pattern == "pos/neg"]
+    shape_maxrho = float(pn[pn.rho == table.rho.max()]["head shape distance"].median())
+    cols = ["d(Gamma, Gamma*)", "d(Gamma, Sigma^-1)", "d(Gamma, I)"]
+    return pn[pn.rho != 0].groupby("rho")[cols].median(), {"shape_maxrho": shape_maxrho}

@@ -360,3 +360,111 @@ def test_task_loss_plot_one_panel_per_task_with_the_references():
         assert sum(len(c.get_offsets()) for c in ax.collections) == 4  # 2 head counts x 2 seeds
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[:2] == ["kernel", "mixed"] and "Bayes" in labels
+
+
+# ------------------------------------------------------------------------------------- chapter 6
+def _two_head_run(blocks, mus, d=3, rho=0.5, seed=2):
+    """A Run with final circuits KQ_h[:d, :d] = blocks[h], OV_h = (0.., mu_h)."""
+    D = d + 1
+    KQ = torch.zeros(1, 2, D, D, dtype=torch.float64)
+    KQ[0, :, :d, :d] = torch.stack([torch.as_tensor(b, dtype=torch.float64) for b in blocks])
+    OV = torch.zeros(1, 2, 1, D, dtype=torch.float64)
+    OV[0, :, 0, d] = torch.tensor(mus, dtype=torch.float64)
+    spec = RunSpec(data=DataConfig(d=d, L=10, rho=rho), model=ModelConfig(heads=2), seed=seed)
+    return Run(spec=spec, params={}, history={"step": torch.tensor([0]), "KQ": KQ, "OV": OV})
+
+
+def test_pattern_with_matrices_circuits_left_and_the_matrices_right():
+    """Two sub-figures: the run's KQ/OV panels titled with the heads' groups under a title naming rho,
+    the seed and the pattern; one annotated panel per reference matrix."""
+    from icl_lib.figures import pattern_with_matrices
+
+    run = _two_head_run([torch.eye(3), -torch.eye(3)], [1.0, -1.0])
+    mats = {"A": torch.eye(3), "B": 2 * torch.eye(3)}
+    fig = pattern_with_matrices(run, mats)
+    left, right = fig.subfigs
+    assert left.get_suptitle() == "rho = 0.5, seed 2: pos/neg"
+    assert [ax.get_title() for ax in left.axes if ax.images][:2] == ["KQ, head 1 (positive)", "KQ, head 2 (negative)"]
+    assert [ax.get_title() for ax in right.axes] == ["A", "B"]
+    assert pattern_with_matrices(run, mats, "mine").subfigs[0].get_suptitle() == "mine: pos/neg"
+
+
+def test_inverse_heatmaps_show_the_scaled_inverses_and_their_distances():
+    """Panels: each head's KQ block inverted and divided by its mean diagonal, Sigma, and Gamma*^{-1}
+    scaled the same way; the titles give the distances, one colour scale for all."""
+    from icl_lib.figures import inverse_heatmaps
+
+    S = torch.tensor([[1.0, 0.5, 0.25], [0.5, 1.0, 0.5], [0.25, 0.5, 1.0]], dtype=torch.float64)
+    G = torch.linalg.inv(S + 0.2 * torch.eye(3, dtype=torch.float64))
+    run = _two_head_run([0.3 * G, -0.6 * torch.linalg.inv(S)], [1.0, -1.0])
+    fig = inverse_heatmaps(run.KQ, 3, S, G)
+    assert len(fig.axes) == 4
+    shown = [np.asarray(ax.collections[0].get_array()).reshape(3, 3) for ax in fig.axes]
+    scaled = (S + 0.2 * torch.eye(3, dtype=torch.float64)).numpy() / 1.2
+    np.testing.assert_allclose(shown[0], scaled, atol=1e-12)
+    np.testing.assert_allclose(shown[1], S.numpy(), atol=1e-12)
+    np.testing.assert_allclose(shown[2], S.numpy())
+    np.testing.assert_allclose(shown[3], scaled, atol=1e-12)
+    d_star = np.linalg.norm(scaled - S.numpy()) / np.linalg.norm(S.numpy())
+    assert fig.axes[0].get_title().endswith(f"to $\\Sigma$ {d_star:.3f}, to $\\Gamma^{{\\star-1}}$ 0.000")
+    d_other = np.linalg.norm(S.numpy() - scaled) / np.linalg.norm(scaled)
+    assert fig.axes[1].get_title().endswith(f"to $\\Sigma$ 0.000, to $\\Gamma^{{\\star-1}}$ {d_other:.3f}")
+    assert fig.axes[3].get_title().endswith(f"d to $\\Sigma$ {d_star:.3f}")
+    vmax = max(np.abs(m).max() for m in shown)
+    assert all(ax.collections[0].get_clim() == pytest.approx((-vmax, vmax)) for ax in fig.axes)
+
+
+def test_head_split_curves_one_colour_per_rho_and_the_thresholds():
+    """Per shown rho: a thin line per seed and a thick median on both panels, in colour k of the
+    entry's position (a None entry keeps its colour unused); dashed thresholds where given."""
+    from icl_lib.figures import HEAD_COLORS, head_split_curves
+
+    steps = np.array([0, 10, 20])
+    h = {"step": steps, "spread": np.array([[0.5, 0.3, 0.1], [0.7, 0.5, 0.3]]), "shape": np.array([[0.4, 0.2, 0.0],
+                                                                                                     [0.6, 0.4, 0.2]])}
+    fig = head_split_curves({0.0: None, 0.5: h}, shape_threshold=0.1)
+    for ax, key in zip(fig.axes, ("spread", "shape")):
+        data = [ln for ln in ax.lines if ln.get_transform() is ax.transData]
+        assert len(data) == 3
+        np.testing.assert_allclose(data[2].get_ydata(), np.median(h[key], 0))
+        assert data[2].get_label() == r"$\rho$ = 0.5" and data[2].get_color() == HEAD_COLORS[1]
+        assert ax.get_ylim() == (0, 1)
+    assert _hlines(fig.axes[0]) == [0.25] and _hlines(fig.axes[1]) == [0.1]
+    assert _hlines(head_split_curves({0.5: h}).axes[1]) == []
+    empty = head_split_curves({0.0: None, 0.5: None}, shape_threshold=0.1)  # no positive/negative seed
+    assert all(not ax.lines[1:] and ax.get_legend() is None for ax in empty.axes)
+
+
+def test_length_loss_curves_band_and_training_length():
+    """Every column but the band's is a curve on log-log axes; the band spans model lo..hi; a dotted
+    vertical line marks the training length."""
+    from icl_lib.figures import length_loss_curves
+
+    table = pd.DataFrame({"model": [0.5, 0.3, 0.2], "model lo": [0.45, 0.28, 0.19], "model hi": [0.55, 0.33, 0.22],
+                          "PGD": [0.4, 0.25, 0.18]}, index=pd.Index([10, 20, 40], name="L"))
+    ax = length_loss_curves(table, 20)
+    curves = [ln for ln in ax.lines if ln.get_transform() is ax.transData]
+    assert [ln.get_label() for ln in curves] == ["model", "PGD"]
+    np.testing.assert_allclose(curves[1].get_ydata(), [0.4, 0.25, 0.18])
+    band = ax.collections[0].get_paths()[0].vertices
+    assert band[:, 1].min() == pytest.approx(0.19) and band[:, 1].max() == pytest.approx(0.55)
+    assert _vlines(ax) == [20.0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+
+
+def test_rho_distances_dots_and_median_lines():
+    """Three series (to Gamma*, Sigma^-1, I): one dot per row, slightly offset in rho, and a line
+    through the medians per rho."""
+    from icl_lib.figures import rho_distances
+
+    points = pd.DataFrame({"rho": [0.0, 0.5, 0.5, 0.5], "d(Gamma, Gamma*)": [0.1, 0.2, 0.4, 0.3],
+                           "d(Gamma, Sigma^-1)": [0.1, 0.5, 0.6, 0.7], "d(Gamma, I)": [0.1, 0.9, 0.8, 1.0]})
+    ax = rho_distances(points)
+    assert len(ax.collections) == 3 and len(ax.lines) == 3
+    for k, (col, line, dots) in enumerate(zip(["d(Gamma, Gamma*)", "d(Gamma, Sigma^-1)", "d(Gamma, I)"], ax.lines,
+                                              ax.collections)):
+        np.testing.assert_allclose(dots.get_offsets()[:, 0], points.rho + (k - 1) * 0.012)
+        np.testing.assert_allclose(dots.get_offsets()[:, 1], points[col])
+        np.testing.assert_allclose(line.get_ydata(), [points[col][0], np.median(points[col][1:])])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [r"to $\Gamma^\star$", r"to $\Sigma^{-1}$",
+                                                                  r"to $I_d$"]
