@@ -3,7 +3,7 @@
 * :mod:`~icl_lib.figures.heatmaps`  -- circuits, matrices and pre-conditioners (chapters 1-7)
 * :mod:`~icl_lib.figures.curves`    -- against steps, context length, iterations (all chapters)
 * :mod:`~icl_lib.figures.stages`    -- training stages and their timeline (chapter 3)
-* :mod:`~icl_lib.figures.landscape` -- true against approximate loss landscapes (chapter 3)
+* :mod:`~icl_lib.figures.landscape` -- the approximate loss (4.1) against the true loss (chapter 3)
 * :mod:`~icl_lib.figures.flows`     -- the two-head gradient flow's phases (chapter 4)
 * :mod:`~icl_lib.figures.strips`    -- per-task losses by head count and mode (chapter 7)
 
@@ -14,8 +14,8 @@ The mathematics modules of the library import no plotting code; chapters import 
 from .curves import dynamics, excess_curves, loglog_points, loss_curves, plot_against_L
 from .flows import compare_figure, phase_figure
 from .heatmaps import circuit_heatmaps, gamma_heatmaps, matrix_heatmaps, snapshot_heatmaps
-from .landscape import landscape_panels
-from .stages import stage_dynamics_figure, stage_timeline
+from .landscape import landscape_panels, norm_violins, valley_figure
+from .stages import gd_comparison_figure, stage_dynamics_figure, stage_timeline
 from .strips import task_loss_plot
 from .style import CMAP, HEAD_COLORS, set_style
 
@@ -27,10 +27,12 @@ __all__ = [
     "dynamics",
     "excess_curves",
     "gamma_heatmaps",
+    "gd_comparison_figure",
     "landscape_panels",
     "loglog_points",
     "loss_curves",
     "matrix_heatmaps",
+    "norm_violins",
     "phase_figure",
     "plot_against_L",
     "set_style",
@@ -38,4 +40,5 @@ __all__ = [
     "stage_dynamics_figure",
     "stage_timeline",
     "task_loss_plot",
+    "valley_figure",
 ]
