@@ -30,6 +30,7 @@ that explains them.  Contents:
 
 from __future__ import annotations
 
+import ast
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -479,11 +480,22 @@ STAGE_HEADS_MAX = 8  # most heads of a chapter-3 model: training time and figure
 
 def check_stage_heads(heads, hi: int = STAGE_HEADS_MAX) -> list[int]:
     """Chapter 3's ``heads`` parameter (one int or a non-empty list) as a sorted list of distinct
-    head counts in ``[2, hi]``: Stages I and II (paper 1, Section 4.2) need two heads."""
+    head counts in ``[2, hi]``: Stages I and II (paper 1, Section 4.2) need two heads.
+
+    The text of a list or an int is read as one (papermill's ``-p heads [2,4]`` passes the text
+    ``"[2,4]"``)."""
     hi = check_int("hi", hi, 2)
-    values = [heads] if isinstance(heads, numbers.Real) and not isinstance(heads, bool) else heads
+    accepted = f"an integer in [2, {hi}] or a non-empty list of them"
+    values = heads
+    if isinstance(values, str):
+        try:
+            values = ast.literal_eval(values.strip())
+        except (ValueError, SyntaxError):
+            fail("heads", heads, accepted)
+    if isinstance(values, numbers.Real) and not isinstance(values, bool):
+        values = [values]
     if not isinstance(values, (list, tuple)) or len(values) == 0:
-        fail("heads", heads, f"an integer in [2, {hi}] or a non-empty list of them")
+        fail("heads", heads, accepted)
     return sorted({check_int("heads", H, 2, hi) for H in values})
 
 
