@@ -59,7 +59,8 @@ def stage_timeline(items: Sequence[tuple[str, "StageSummary"]], last_step: int, 
     ax.set_xlim(1, last_step * 1.3)
     ax.invert_yaxis()
     ax.set_xlabel("training step (established from here to the end)")
-    ax.legend(fontsize=8, loc="lower left")
+    if seen:  # no legend when no run established anything
+        ax.legend(fontsize=8, loc="lower left")
     return ax
 
 

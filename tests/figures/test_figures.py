@@ -409,3 +409,20 @@ def test_norm_violins_three_panels_and_the_law_in_panel_c():
     ticks = c.collections[-1]  # the law's markers, drawn last
     np.testing.assert_allclose(ticks.get_offsets(), [[0, 0.5], [1, 0.3]])
     assert c.get_legend() is not None and a.get_legend() is None
+
+
+def test_landscape_panels_of_a_high_noise_level_raise_their_top():
+    """All losses above the default top (large sigma2): the scale runs from the lowest to twice it."""
+    w, m = np.linspace(0.1, 1.0, 5), np.linspace(0.2, 2.0, 4)
+    true = 10.0 + np.outer(m, w)
+    fig = landscape_panels(w, m, true, true + 0.5, top=1.5)
+    cs = fig.axes[1].collections[0]
+    assert cs.norm.vmin == pytest.approx(true.min()) and cs.norm.vmax == pytest.approx(2 * true.min())
+    assert np.all(np.diff(cs.levels) > 0)
+
+
+def test_stage_timeline_without_any_established_stage_has_no_legend():
+    st = _stage_summary()
+    st.shape_step = st.stage1_step = st.stage2_step = None
+    ax = stage_timeline([("A", st)], last_step=50)
+    assert ax.get_legend() is None and len(ax.collections) == 0
