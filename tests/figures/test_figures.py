@@ -382,8 +382,8 @@ def test_gd_comparison_figure_two_columns_with_their_own_marks():
 
 def test_valley_figure_points_curve_and_two_levels():
     w = np.array([0.01, 0.1, 0.6])
-    fig = valley_figure(w, [0.24, 0.25, 0.29], [0.01, 0.01, 0.02], np.geomspace(0.01, 0.6, 5), np.linspace(0.22, 0.28, 5),
-                        0.2209, 0.2429)
+    curve_w, curve = np.geomspace(0.01, 0.6, 5), np.linspace(0.22, 0.28, 5)
+    fig = valley_figure(w, [0.24, 0.25, 0.29], [0.01, 0.01, 0.02], curve_w, curve, 0.2209, 0.2429)
     ax = fig.axes[0]
     assert sorted(_hlines(ax)) == [0.2209, 0.2429]
     bars = ax.containers[0]
