@@ -3,7 +3,7 @@
 * :mod:`~icl_lib.figures.heatmaps`  -- circuits, matrices and pre-conditioners (chapters 1-7)
 * :mod:`~icl_lib.figures.curves`    -- against steps, context length, iterations (all chapters)
 * :mod:`~icl_lib.figures.stages`    -- training stages and their timeline (chapter 3)
-* :mod:`~icl_lib.figures.landscape` -- true against approximate loss landscapes (chapter 3)
+* :mod:`~icl_lib.figures.landscape` -- the approximate loss (4.1) against the true loss (chapter 3)
 * :mod:`~icl_lib.figures.flows`     -- the two-head gradient flow's phases (chapter 4)
 * :mod:`~icl_lib.figures.strips`    -- per-task losses by head count and mode (chapter 7)
 
@@ -18,6 +18,8 @@ from .heatmaps import circuit_heatmaps, gamma_heatmaps, matrix_heatmaps, snapsho
 from .heatmaps import inverse_heatmaps, pattern_with_matrices  # chapter 6
 from .landscape import landscape_panels
 from .stages import stage_dynamics_figure, stage_timeline
+from .landscape import landscape_panels, norm_violins, valley_figure
+from .stages import gd_comparison_figure, stage_dynamics_figure, stage_timeline
 from .strips import task_loss_plot
 from .style import CMAP, HEAD_COLORS, set_style
 
@@ -29,10 +31,12 @@ __all__ = [
     "dynamics",
     "excess_curves",
     "gamma_heatmaps",
+    "gd_comparison_figure",
     "landscape_panels",
     "loglog_points",
     "loss_curves",
     "matrix_heatmaps",
+    "norm_violins",
     "phase_figure",
     "plot_against_L",
     "set_style",
@@ -45,4 +49,5 @@ __all__ = [
     "length_loss_curves",
     "pattern_with_matrices",
     "rho_distances",
+    "valley_figure",
 ]

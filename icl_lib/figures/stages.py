@@ -3,7 +3,9 @@
 * :func:`stage_dynamics_figure` -- ``omega_h`` over the whole run and its start, and ``mu_h``, one
   row per run, with the detected stage boundaries marked;
 * :func:`stage_timeline`        -- one line per run: where pattern (3.1), Stage I and Stage II are
-  established.
+  established;
+* :func:`gd_comparison_figure`  -- ``omega_h`` and ``mu_h`` of a trained run next to gradient descent
+  on (4.1) from the same start (Figure 20).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import matplotlib.pyplot as plt
 from ..paper1.dynamics import StageSummary
 from .curves import dynamics
 
-__all__ = ["stage_dynamics_figure", "stage_timeline"]
+__all__ = ["stage_dynamics_figure", "stage_timeline", "gd_comparison_figure"]
 
 
 def stage_dynamics_figure(items: Sequence[tuple[str, "StageSummary"]], zoom_step: int):
@@ -24,7 +26,7 @@ def stage_dynamics_figure(items: Sequence[tuple[str, "StageSummary"]], zoom_step
     marked.  Chapter 3."""
     fig, axes = plt.subplots(len(items), 3, figsize=(14, 3.3 * len(items)), squeeze=False, constrained_layout=True)
     for row, (title, st) in zip(axes, items):
-        labels = [f"head {h + 1} ({g})" for h, g in enumerate(st.groups)]
+        labels = st.head_labels()
         early = st.steps <= zoom_step
         marks = st.merged_marks()
         dynamics(st.steps, st.omega, r"$\omega_h$", ax=row[0], labels=labels, marks=marks)
@@ -57,5 +59,24 @@ def stage_timeline(items: Sequence[tuple[str, "StageSummary"]], last_step: int, 
     ax.set_xlim(1, last_step * 1.3)
     ax.invert_yaxis()
     ax.set_xlabel("training step (established from here to the end)")
-    ax.legend(fontsize=8, loc="lower left")
+    if seen:  # no legend when no run established anything
+        ax.legend(fontsize=8, loc="lower left")
     return ax
+
+
+def gd_comparison_figure(full: "StageSummary", gd: "StageSummary", titles: Sequence[str]):
+    """Paper 1, Figure 20: ``omega_h`` (top) and ``mu_h`` (bottom) of the full model trained with
+    Adam (left, :class:`StageSummary` ``full``) and of gradient descent on (4.1) from the same
+    start (right, ``gd``), each with the steps of its detected stages marked (pattern (3.1) alone is
+    not marked for GD: it holds by construction); ``titles`` head the two columns.  Chapter 3."""
+    fig, axes = plt.subplots(2, 2, figsize=(12, 6.5), constrained_layout=True)
+    marks_gd = {k: v for k, v in gd.merged_marks().items() if k != "(3.1)"}
+    for col, (st, mk) in enumerate([(full, full.merged_marks()), (gd, marks_gd)]):
+        for row, (vals, name) in enumerate([(st.omega, r"$\omega_h$"), (st.mu, r"$\mu_h$")]):
+            dynamics(st.steps, vals, name, ax=axes[row, col], labels=st.head_labels(), marks=mk, logx=True)
+            axes[row, col].set_xlim(0, st.steps[-1] * 1.2)
+            if col == 1:
+                axes[row, col].set_xlabel("gradient-descent step")
+    axes[0, 0].set_title(titles[0])
+    axes[0, 1].set_title(titles[1])
+    return fig

@@ -17,25 +17,37 @@ that explains them.  Contents:
 * :class:`ApproxGDConfig`, :func:`approx_gd` -- gradient descent on (4.1) for the reparameterised
   H-head model (Figure 20), with :func:`group_labels` and :func:`same_groups` to compare the heads'
   groups up to the loss's global sign symmetry ``(omega, mu) -> (-omega, -mu)``;
+* chapter 3's tables and values, from chapter 2's sweep ``{H: [runs]}`` and the studies above:
+  :func:`check_stage_heads`, :func:`sweep_stages`, :func:`shown_seed`, :func:`history_grid`,
+  :func:`stage_table`, :func:`stage_statistics` (the stages), :func:`observation_table`,
+  :func:`observation_summary` (Observation 4), :func:`landscape_mc`, :func:`landscape_statistics`,
+  :func:`valley_floor`, :func:`valley_table`, :func:`valley_statistics` (Figure 5),
+  :func:`attention_norm_study`, :func:`norm_statistics` (Figure 19), :func:`approx_gd_sweep`,
+  :func:`gd_statistics`, :func:`gd_stages`, :func:`one_head_optimum`, :func:`single_sign_end`
+  (Figure 20).  Each returns a ``pandas.DataFrame`` or a dict of the values the chapter checks
+  and glues.
 """
 
 from __future__ import annotations
 
+import ast
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 import torch
 from scipy import stats
 
 from ..circuits import DUMMY_TOL, dummy_heads, mu_of, omega_of, pattern_history
 from ..config import DataConfig
-from ..estimators import model_risk
+from ..estimators import debiased_gd_risk, model_risk
 from ..models import AttentionEnsemble
-from ..seeding import generator
-from ..validate import check_float, check_int
-from .approx_loss import ApproxLossConfig, approx_loss, approx_loss_grad
+from ..seeding import derive_seed, generator
+from ..validate import check_choice, check_float, check_int, fail
+from .approx_loss import ApproxLossConfig, approx_loss, approx_loss_grad, loss_star, mu_star, s_star
 
 __all__ = [
     "StageRules",
@@ -54,6 +66,28 @@ __all__ = [
     "group_labels",
     "same_groups",
     "approx_hessian",
+    "check_stage_heads",
+    "sweep_stages",
+    "shown_seed",
+    "history_grid",
+    "stage_table",
+    "stage_statistics",
+    "observation_table",
+    "observation_summary",
+    "valley_floor",
+    "landscape_mc",
+    "landscape_statistics",
+    "valley_table",
+    "valley_statistics",
+    "attention_norm_settings",
+    "attention_norm_study",
+    "strictly_decreasing",
+    "norm_statistics",
+    "approx_gd_sweep",
+    "gd_statistics",
+    "gd_stages",
+    "one_head_optimum",
+    "single_sign_end",
 ]
 
 
@@ -119,6 +153,10 @@ class StageSummary:
     def live(self) -> np.ndarray:
         """Heads that are not dummy at the end, ``(H,)`` booleans."""
         return np.array([g != "dummy" for g in self.groups])
+
+    def head_labels(self) -> list[str]:
+        """``"head h (group)"`` for every head, the legend of the figures of chapter 3."""
+        return [f"head {h + 1} ({g})" for h, g in enumerate(self.groups)]
 
     def marks(self) -> dict:
         """The detected steps as ``{label: step}`` for :func:`icl_lib.figures.dynamics` (found ones only)."""
@@ -342,16 +380,22 @@ class ApproxGDConfig:
         return sorted({0, self.steps} | {int(round(v)) for v in lin} | {int(round(v)) for v in geo})
 
 
-def approx_gd(mu0, omega0, loss: ApproxLossConfig, gd: ApproxGDConfig = ApproxGDConfig()) -> dict:
+def approx_gd(
+    mu0, omega0, loss: ApproxLossConfig, gd: ApproxGDConfig = ApproxGDConfig(), on_divergence: str = "raise"
+) -> dict:
     """Gradient descent ``theta <- theta - lr grad L~(theta)`` on (4.1) from ``mu0, omega0 (..., H)``.
 
     Batched over leading dimensions (e.g. one start per seed).  Uses the closed-form gradient of
     :func:`icl_lib.paper1.approx_loss.approx_loss_grad` (numpy path).  Returns ``step (T,)``,
-    ``mu (T, ..., H)``, ``omega (T, ..., H)`` and ``loss (T, ...)`` at ``gd.log_steps()``.  Raises
-    ``FloatingPointError`` naming the step and ``lr`` if an iterate becomes non-finite.  Chapter 3.
+    ``mu (T, ..., H)``, ``omega (T, ..., H)`` and ``loss (T, ...)`` at ``gd.log_steps()``, and
+    ``diverged``: ``None``, or the first logged step at which an iterate was not finite.  With
+    ``on_divergence="raise"`` such a step raises ``FloatingPointError`` naming it and ``lr``; with
+    ``"stop"`` the run stops there and the history ends at the last finite logged step (every start
+    of the batch stops together).  Chapter 3.
     """
     if not isinstance(gd, ApproxGDConfig):
         raise ValueError(f"gd={gd!r} is invalid: accepted an ApproxGDConfig")
+    check_choice("on_divergence", on_divergence, ("raise", "stop"))
     mu = np.array(torch.as_tensor(mu0, dtype=torch.float64).numpy(), dtype=np.float64)
     omega = np.array(torch.as_tensor(omega0, dtype=torch.float64).numpy(), dtype=np.float64)
     if mu.shape != omega.shape or mu.ndim == 0:
@@ -359,18 +403,22 @@ def approx_gd(mu0, omega0, loss: ApproxLossConfig, gd: ApproxGDConfig = ApproxGD
     log = set(gd.log_steps())
     rec = {"step": [], "mu": [], "omega": []}
     with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is reported below, by step and lr
-        _gd_loop(mu, omega, loss, gd, log, rec)
+        diverged = _gd_loop(mu, omega, loss, gd, log, rec)
+    if diverged is not None and (on_divergence == "raise" or not rec["step"]):
+        raise FloatingPointError(f"gradient descent on (4.1) diverged by step {diverged} with lr={gd.lr}: lower lr")
     out = {k: np.stack(v) if k != "step" else np.array(v) for k, v in rec.items()}
     out["loss"] = approx_loss(torch.from_numpy(out["mu"]), torch.from_numpy(out["omega"]), loss).numpy()
+    out["diverged"] = diverged
     return out
 
 
-def _gd_loop(mu, omega, loss, gd, log, rec) -> None:
-    """The iterations of :func:`approx_gd`, recording into ``rec`` at the steps in ``log``."""
+def _gd_loop(mu, omega, loss, gd, log, rec) -> int | None:
+    """The iterations of :func:`approx_gd`, recording into ``rec`` at the steps in ``log``; returns
+    the first logged step with a non-finite iterate (``None`` if there is none)."""
     for t in range(gd.steps + 1):
         if t in log:
             if not (np.isfinite(mu).all() and np.isfinite(omega).all()):
-                raise FloatingPointError(f"gradient descent on (4.1) diverged by step {t} with lr={gd.lr}: lower lr")
+                return t
             rec["step"].append(t)
             rec["mu"].append(mu.copy())
             rec["omega"].append(omega.copy())
@@ -379,6 +427,7 @@ def _gd_loop(mu, omega, loss, gd, log, rec) -> None:
         g_mu, g_omega = approx_loss_grad(mu, omega, loss)
         mu = mu - gd.lr * g_mu
         omega = omega - gd.lr * g_omega
+    return None
 
 
 def group_labels(omega, mu, tol: float = DUMMY_TOL) -> list[str]:
@@ -419,3 +468,379 @@ def approx_hessian(mu, omega, cfg: ApproxLossConfig) -> torch.Tensor:
         raise ValueError(f"mu.shape={tuple(mu.shape)} is invalid: accepted (H,) equal to omega.shape={tuple(omega.shape)}")
     return torch.autograd.functional.hessian(lambda th: approx_loss(th[:H], th[H:], cfg), torch.cat([mu, omega]))
 
+
+
+# ------------------------------------------------------------------------------- chapter 3's tables
+# The functions below turn chapter 2's sweep of trained runs (``{H: [Run per seed]}``, from
+# :func:`icl_lib.paper1.sweeps.heads_sweep`) and the Monte Carlo studies of this module into the
+# tables and values that chapter 3 shows, checks as claims and glues into its text.
+
+STAGE_HEADS_MAX = 8  # most heads of a chapter-3 model: training time and figure width
+
+
+def check_stage_heads(heads, hi: int = STAGE_HEADS_MAX) -> list[int]:
+    """Chapter 3's ``heads`` parameter (one int or a non-empty list) as a sorted list of distinct
+    head counts in ``[2, hi]``: Stages I and II (paper 1, Section 4.2) need two heads.
+
+    The text of a list or an int is read as one (papermill's ``-p heads [2,4]`` passes the text
+    ``"[2,4]"``)."""
+    hi = check_int("hi", hi, 2)
+    accepted = f"an integer in [2, {hi}] or a non-empty list of them"
+    values = heads
+    if isinstance(values, str):
+        try:
+            values = ast.literal_eval(values.strip())
+        except (ValueError, SyntaxError):
+            fail("heads", heads, accepted)
+    if isinstance(values, numbers.Real) and not isinstance(values, bool):
+        values = [values]
+    if not isinstance(values, (list, tuple)) or len(values) == 0:
+        fail("heads", heads, accepted)
+    return sorted({check_int("heads", H, 2, hi) for H in values})
+
+
+def sweep_stages(sweep: dict, d: int, rules: StageRules = StageRules()) -> dict[int, list[StageSummary]]:
+    """:func:`detect_stages` of every run of a sweep ``{H: [runs]}``: ``{H: [StageSummary]}`` in the
+    sweep's order (paper 1, Section 4.2).  Chapter 3."""
+    return {
+        H: [detect_stages(r.history["KQ"], r.history["OV"], r.history["step"], d, rules) for r in runs]
+        for H, runs in sweep.items()
+    }
+
+
+def shown_seed(stages: Sequence[StageSummary]) -> int:
+    """Index of the run that chapter 3's figures show among one head count's seeds: the first, or
+    for ``H >= 3`` the first that ends with a dummy head (if any), so the figures show every kind of
+    head.  Chosen by the final groups, not by the dynamics."""
+    if len(stages[0].groups) >= 3:
+        for k, st in enumerate(stages):
+            if "dummy" in st.groups:
+                return k
+    return 0
+
+
+def history_grid(run) -> dict:
+    """The logged steps of one run's history: ``n_log`` snapshots, the last step ``steps`` and the
+    largest gap ``log_gap`` between consecutive snapshots (chapter 3's resolution of the stages)."""
+    steps = run.history["step"]  # (T,)
+    return {"n_log": len(steps), "steps": int(steps[-1]), "log_gap": float(np.diff(steps.numpy()).max())}
+
+
+STAGE_COLUMNS = ["H", "seed", "final pattern", "groups", "pattern (3.1)", "Stage I", "Stage II"]
+
+
+def stage_table(sweep: dict, stages: dict, heads: Sequence[int]) -> pd.DataFrame:
+    """One row per run of the head counts ``heads``: its final pattern, its heads' groups (first
+    letters) and the steps from which pattern (3.1), Stage I and Stage II hold to the end
+    (``NaN``: not within the budget).  Paper 1, Section 4.2; chapter 3."""
+    rows = [
+        {"H": H, "seed": run.spec.seed, "final pattern": st.kind, "groups": " ".join(g[0] for g in st.groups),
+         "pattern (3.1)": st.shape_step, "Stage I": st.stage1_step, "Stage II": st.stage2_step}
+        for H in heads
+        for run, st in zip(sweep[H], stages[H])
+    ]
+    return pd.DataFrame(rows, columns=STAGE_COLUMNS)
+
+
+def stage_statistics(table: pd.DataFrame, last: int) -> dict:
+    """The values of chapter 3's stage claims from :func:`stage_table` (``last``: the last step):
+
+    ``kept_all`` (every run keeps pattern (3.1) to the end), ``median_shape`` (median step of (3.1),
+    ``NaN`` unless ``kept_all``), ``n_both`` (runs where both stages are found), ``order_frac``
+    (fraction of those with Stage I no later than Stage II), ``n_strict`` (strictly earlier),
+    ``both_frac`` (``{H: fraction of seeds with both stages}``) and ``late`` (runs whose (3.1)
+    comes after a quarter of training).  Paper 1, Section 4.2.
+    """
+    shape_steps = table["pattern (3.1)"]
+    kept_all = bool(shape_steps.notna().all())
+    both = table.dropna(subset=["Stage I", "Stage II"])
+    found = table["Stage I"].notna() & table["Stage II"].notna()
+    return {
+        "kept_all": kept_all,
+        "median_shape": float(shape_steps.median()) if kept_all else float("nan"),
+        "n_both": len(both),
+        "order_frac": float((both["Stage I"] <= both["Stage II"]).mean()) if len(both) else float("nan"),
+        "n_strict": int((both["Stage I"] < both["Stage II"]).sum()),
+        "both_frac": {int(H): float(found[table.H == H].mean()) for H in table["H"].unique()},
+        "late": table[table["pattern (3.1)"] > 0.25 * last],
+    }
+
+
+OBS_COLUMNS = [
+    "H", "seed", "head", "group", "omega peak step", "omega rise", "omega drop", "mu final/max",
+    "mu final/mid", "group mu final/max", "group mu final/mid",
+]
+OBS_RULES = ["omega rises then falls", "mu rises (head)", "mu rises (group)"]
+
+
+def observation_table(sweep: dict, stages: dict, heads: Sequence[int]) -> pd.DataFrame:
+    """Observation 4 of paper 1, Section 3, per head: one row per head that is not dummy at the end
+    of a run that ends in the positive/negative pattern, with :func:`peak_profile` of
+    ``|omega_h|``, ``|mu_h|`` and of its group's ``|sum mu_h|``, and the three rules of chapter 3:
+    ``omega rises then falls`` (peak >= 2 x start, final >= 10% below the peak), ``mu rises (head)``
+    and ``mu rises (group)`` (final >= 0.95 x maximum and above mid-training).
+    """
+    rows = []
+    for H in heads:
+        for run, st in zip(sweep[H], stages[H]):
+            if st.kind != "pos/neg":
+                continue
+            pw, pm = peak_profile(st.steps, st.omega), peak_profile(st.steps, st.mu)
+            pg = peak_profile(st.steps, st.group_mu())
+            for h in np.flatnonzero(st.live):
+                g = 0 if st.groups[h] == "positive" else 1  # column of the head's group in group_mu()
+                rows.append({
+                    "H": H, "seed": run.spec.seed, "head": h + 1, "group": st.groups[h],
+                    "omega peak step": pw["peak_step"][h], "omega rise": pw["rise"][h],
+                    "omega drop": pw["drop"][h], "mu final/max": pm["final"][h] / pm["peak"][h],
+                    "mu final/mid": pm["final"][h] / pm["mid"][h],
+                    "group mu final/max": pg["final"][g] / pg["peak"][g],
+                    "group mu final/mid": pg["final"][g] / pg["mid"][g],
+                })
+    obs = pd.DataFrame(rows, columns=OBS_COLUMNS)
+    obs["omega rises then falls"] = (obs["omega rise"] >= 2) & (obs["omega drop"] >= 0.1)
+    obs["mu rises (head)"] = (obs["mu final/max"] >= 0.95) & (obs["mu final/mid"] > 1)
+    obs["mu rises (group)"] = (obs["group mu final/max"] >= 0.95) & (obs["group mu final/mid"] > 1)
+    return obs
+
+
+def observation_summary(obs: pd.DataFrame) -> pd.DataFrame:
+    """Per head count, the fraction of heads of :func:`observation_table` that meet each rule and
+    the number of heads (paper 1, Observation 4).  Chapter 3."""
+    summary = obs.groupby("H")[OBS_RULES].mean()
+    summary["heads"] = obs.groupby("H").size()
+    return summary
+
+
+# ------------------------------------------------------------------------------- Figure 5 and the valley
+LANDSCAPE_W = np.round(np.arange(1, 13) * 0.05, 2)  # (12,) w of the grid, heads omega = (w, -w)
+LANDSCAPE_M = np.round(np.arange(1, 11) * 0.5, 2)  # (10,) m of the grid, heads mu = (m, -m)
+VALLEY_W = np.geomspace(0.01, 0.6, 8)  # (8,) points of the valley floor m = mu*(w) of (4.1)
+
+
+def valley_floor(w, cfg: ApproxLossConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The valley floor of (4.1) for two symmetric heads ``omega = (w, -w)``: ``m*(w)`` (eq. D.17,
+    the first head's ``mu``) and the approximate loss there, both of shape ``w.shape``.  Chapter 3."""
+    omega = symmetric_two_head(w, 0.0)[0]  # (n, 2)
+    mu = mu_star(omega, cfg)  # (n, 2) = (m*, -m*)
+    return mu[:, 0].numpy(), approx_loss(mu, omega, cfg).numpy()
+
+
+def landscape_mc(data: DataConfig, n: int, seed: int) -> dict:
+    """The true ICL loss by Monte Carlo and the approximate loss (4.1) for two symmetric heads
+    (paper 1, Proposition 4.1, Figure 5), on the grid ``LANDSCAPE_W x LANDSCAPE_M`` and on the
+    valley floor at ``VALLEY_W``.
+
+    All points are evaluated on the same ``n`` sequences drawn from ``derive_seed(seed,
+    "landscape")`` (float32, :func:`true_loss_mc`).  Returns ``w (12,)``, ``m (10,)``, the grid's
+    ``true``, ``se``, ``approx``, ``diff = true - approx`` (each ``(10, 12)``: rows ``m``,
+    columns ``w``), and on the valley ``valley_w``, ``valley_m``, ``valley_true``, ``valley_se``,
+    ``valley_approx`` (each ``(8,)``).  Chapter 3.
+    """
+    cfg = ApproxLossConfig(d=data.d, L=data.L, sigma2=data.sigma2)
+    W, M = np.meshgrid(LANDSCAPE_W, LANDSCAPE_M)  # (10, 12): rows m, columns w
+    omega_g, mu_g = symmetric_two_head(W.ravel(), M.ravel())  # (120, 2)
+    omega_v = symmetric_two_head(VALLEY_W, 0.0)[0]  # (8, 2)
+    mu_v = mu_star(omega_v, cfg)  # (8, 2): the valley floor mu*(omega) of (4.1)
+    omega_all, mu_all = torch.cat([omega_g, omega_v]), torch.cat([mu_g, mu_v])
+    true_all, se_all = true_loss_mc(
+        omega_all, mu_all, data, n=n, seed=derive_seed(seed, "landscape"), dtype=torch.float32
+    )
+    approx_all = approx_loss(mu_all, omega_all, cfg)
+    G = len(omega_g)
+    true = true_all[:G].reshape(W.shape).numpy()
+    approx = approx_all[:G].reshape(W.shape).numpy()
+    return {
+        "w": LANDSCAPE_W, "m": LANDSCAPE_M, "true": true, "se": se_all[:G].reshape(W.shape).numpy(),
+        "approx": approx, "diff": true - approx, "valley_w": VALLEY_W, "valley_m": mu_v[:, 0].numpy(),
+        "valley_true": true_all[G:].numpy(), "valley_se": se_all[G:].numpy(),
+        "valley_approx": approx_all[G:].numpy(),
+    }
+
+
+def landscape_statistics(land: dict) -> dict:
+    """Chapter 3's summary of :func:`landscape_mc`'s grid: the medians and maxima of the standard
+    error (``se_med``, ``se_max``) and of ``|true - (4.1)|`` (``diff_med``, ``diff_max``); for
+    ``w <= 0.15`` the largest difference ``err_small``, standard error ``se_small`` and difference
+    beyond three standard errors ``excess``; the mean ``|difference|`` over ``m`` at the smallest
+    and largest ``w`` (``err_w0``, ``err_w1``).  Proposition 4.1."""
+    diff, se = land["diff"], land["se"]  # (10, 12)
+    small = land["w"] <= 0.15 + 1e-9
+    col_err = np.abs(diff).mean(0)  # (12,) mean |difference| per w
+    return {
+        "se_med": float(np.median(se)), "se_max": float(se.max()),
+        "diff_med": float(np.median(np.abs(diff))), "diff_max": float(np.abs(diff).max()),
+        "excess": float((np.abs(diff[:, small]) - 3 * se[:, small]).max()),
+        "err_small": float(np.abs(diff[:, small]).max()), "se_small": float(se[:, small].max()),
+        "err_w0": float(col_err[0]), "err_w1": float(col_err[-1]),
+    }
+
+
+def valley_table(land: dict) -> pd.DataFrame:
+    """:func:`landscape_mc` on the valley floor: ``w``, ``m*(w)``, the true loss, its standard
+    error and (4.1), one row per point (paper 1, Figure 5's river valley).  Chapter 3."""
+    return pd.DataFrame({"w": land["valley_w"], "m*(w)": land["valley_m"], "true (MC)": land["valley_true"],
+                         "se": land["valley_se"], "(4.1)": land["valley_approx"]})
+
+
+def valley_statistics(land: dict, cfg: ApproxLossConfig) -> dict:
+    """The values of chapter 3's valley claims: whether (4.1) decreases as ``w`` decreases
+    (``approx_decreasing``), (4.1) and the true loss at the smallest ``w`` (``approx_v0``,
+    ``true_v0``, standard error ``se_v0``) and the true loss at the largest (``true_v1``), the
+    standard error ``se_pair`` of their difference, the infimum ``l_star = 1 + sigma2 - s*`` of
+    (4.1) and the optimal debiased GD risk ``r_dgd`` (Section 4.3).  Paper 1, Section 4.2."""
+    true_v, se_v, approx_v = land["valley_true"], land["valley_se"], land["valley_approx"]  # (8,)
+    return {
+        "approx_decreasing": bool(np.all(np.diff(approx_v) > 0)),  # valley_w increases, so must (4.1)
+        "approx_v0": float(approx_v[0]), "true_v0": float(true_v[0]), "se_v0": float(se_v[0]),
+        "true_v1": float(true_v[-1]), "se_pair": math.sqrt(se_v[0] ** 2 + se_v[-1] ** 2),
+        "l_star": loss_star(cfg), "r_dgd": debiased_gd_risk(s_star(cfg), cfg.d, cfg.L, cfg.sigma2),
+    }
+
+
+# ------------------------------------------------------------------------------- Figure 19
+NORM_L_FIXED = (10, 40, 160, 640, 2560)  # context lengths of panel (a), d fixed
+NORM_L_PROP = (40, 80, 160, 320, 640)  # context lengths of panels (b) and (c), d/L fixed
+
+
+def attention_norm_settings(d: int, L: int, omega: float) -> dict[str, list[tuple[str, int, int, float]]]:
+    """The settings ``(label, d, L, omega)`` of the three panels of paper 1, Figure 19: (a) the
+    chapter's ``d`` at the lengths ``NORM_L_FIXED``; (b) the ratio ``d/L`` at ``NORM_L_PROP`` with
+    ``omega``; (c) the same with ``omega / sqrt(d)``.  Chapter 3."""
+    d_prop = [max(1, round(Lp * d / L)) for Lp in NORM_L_PROP]
+    return {
+        "a": [(f"L={Lp}", d, Lp, omega) for Lp in NORM_L_FIXED],
+        "b": [(f"L={Lp}, d={dp}", dp, Lp, omega) for Lp, dp in zip(NORM_L_PROP, d_prop)],
+        "c": [(f"L={Lp}, d={dp}", dp, Lp, omega / math.sqrt(dp)) for Lp, dp in zip(NORM_L_PROP, d_prop)],
+    }
+
+
+def attention_norm_study(d: int, L: int, omega: float, draws: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Paper 1, Figure 19: ``draws`` attention-probability norms (:func:`attention_norms`) for every
+    setting of :func:`attention_norm_settings`, each from ``derive_seed(seed, "attention-norms", k,
+    ord(panel))``.  Returns the draws (one row each: ``panel, setting, L, d, omega, norm``) and
+    their statistics per ``(panel, L)``: ``d``, ``omega``, ``median``, ``q90`` and, in panel (c),
+    the large-L law of the median (:func:`attention_norm_lln`).  Chapter 3."""
+    rows = []
+    for panel, cases in attention_norm_settings(d, L, omega).items():
+        for k, (label, dd, LL, om) in enumerate(cases):
+            norms = attention_norms(dd, LL, om, n=draws, seed=derive_seed(seed, "attention-norms", k, ord(panel)))
+            rows += [{"panel": panel, "setting": label, "L": LL, "d": dd, "omega": om, "norm": float(v)} for v in norms]
+    draws_df = pd.DataFrame(rows)
+    stats_df = draws_df.groupby(["panel", "L"]).agg(
+        d=("d", "first"), omega=("omega", "first"), median=("norm", "median"), q90=("norm", lambda v: v.quantile(0.9))
+    )
+    stats_df["law median"] = [
+        attention_norm_lln(int(r.d), L_, r.omega) if p == "c" else np.nan for (p, L_), r in stats_df.iterrows()
+    ]
+    return draws_df, stats_df
+
+
+def strictly_decreasing(values) -> bool:
+    """Whether ``values`` decrease strictly from each entry to the next."""
+    return bool(np.all(np.diff(np.asarray(values)) < 0))
+
+
+def norm_statistics(stats_df: pd.DataFrame) -> dict:
+    """The values of chapter 3's norm claims from :func:`attention_norm_study`'s statistics: per
+    panel ``p`` in ``a, b, c``, the median at the smallest and largest ``L`` (``p_first``,
+    ``p_last``) and whether median and 90% quantile both decrease strictly (``p_decreasing``);
+    and ``norm_rel_law = |median / law - 1|`` at the largest ``L`` of panel (c).  Figure 19."""
+    out = {}
+    for p in "abc":
+        s = stats_df.loc[p]
+        out[f"{p}_first"], out[f"{p}_last"] = float(s["median"].iloc[0]), float(s["median"].iloc[-1])
+        out[f"{p}_decreasing"] = strictly_decreasing(s["median"]) and strictly_decreasing(s["q90"])
+    s = stats_df.loc["c"]
+    out["norm_rel_law"] = float(abs(s["median"].iloc[-1] / s["law median"].iloc[-1] - 1))
+    return out
+
+
+# ------------------------------------------------------------------------------- Figure 20
+def approx_gd_sweep(sweep: dict, stages: dict, cfg: ApproxLossConfig, gd: ApproxGDConfig) -> tuple[dict, pd.DataFrame]:
+    """Gradient descent on (4.1) (:func:`approx_gd`) from every trained run's own initial
+    ``(omega_h, mu_h)`` (the diagonal mean of its step-0 ``KQ_h``, the last entry of its ``OV_h``),
+    all seeds of a head count as one batch, compared with the run's end (paper 1, C.4, Figure 20).
+
+    Returns ``{H: approx_gd output}`` and a table with one row per run: the final groups of the
+    full model and of GD (first letters), whether the full model's non-dummy heads have the same
+    group under GD up to the global sign flip (:func:`same_groups`), the number of dummy heads of
+    each, ``eta = sum_h mu_h omega_h`` of each and GD's end kind (``single-sign`` or ``pos/neg``).
+    A head count whose GD diverges (too large ``gd.lr`` for the setting) is kept with its history
+    up to the divergence and rows of kind ``diverged``.  Chapter 3.
+    """
+    d = cfg.d
+    runs_gd, rows = {}, []
+    for H, runs in sweep.items():
+        w0 = np.stack([omega_of(r.history["KQ"][0].double(), d).numpy() for r in runs])  # (seeds, H)
+        m0 = np.stack([mu_of(r.history["OV"][0].double(), d).numpy() for r in runs])  # (seeds, H)
+        out = runs_gd[H] = approx_gd(m0, w0, cfg, gd, on_divergence="stop")
+        for k, (run, st) in enumerate(zip(runs, stages[H])):
+            full = {"H": H, "seed": run.spec.seed, "full model": " ".join(g[0] for g in st.groups)}
+            eta_full = float(st.omega[-1] @ st.mu[-1])
+            if out["diverged"] is not None:
+                rows.append({**full, "GD on (4.1)": f"diverged by step {out['diverged']}",
+                             "non-dummy heads agree": False, "flipped": False,
+                             "dummy in full": st.groups.count("dummy"), "dummy in GD": np.nan,
+                             "eta full": eta_full, "eta GD": np.nan, "GD end kind": "diverged"})
+                continue
+            gw, gm = out["omega"][-1, k], out["mu"][-1, k]
+            gd_groups = group_labels(gw, gm)
+            agree, flipped = same_groups(st.groups, gd_groups, heads=st.live)
+            rows.append({**full, "GD on (4.1)": " ".join(g[0] for g in gd_groups),
+                         "non-dummy heads agree": agree, "flipped": flipped,
+                         "dummy in full": st.groups.count("dummy"), "dummy in GD": gd_groups.count("dummy"),
+                         "eta full": eta_full, "eta GD": float(gw @ gm),
+                         "GD end kind": "single-sign" if len(set(gd_groups) - {"dummy"}) == 1 else "pos/neg"})
+    table = pd.DataFrame(rows)
+    table["eta rel. diff"] = table["eta GD"] / table["eta full"] - 1
+    return runs_gd, table
+
+
+def gd_statistics(table: pd.DataFrame, H: int) -> dict:
+    """The values of chapter 3's claims on gradient descent on (4.1) for ``H`` heads, from
+    :func:`approx_gd_sweep`'s table: ``gd_frac`` (fraction of seeds whose non-dummy heads agree),
+    ``n_agree`` (those seeds), ``gd_eta_err`` (largest ``|eta_GD / eta_full - 1|`` among them,
+    ``NaN`` if none), and the seeds with a dummy head in the full model and under GD
+    (``gd_dummy_full``, ``gd_dummy_gd``).  Figure 20."""
+    sub = table[table.H == H]
+    agreeing = sub[sub["non-dummy heads agree"]]
+    return {
+        "gd_frac": float(sub["non-dummy heads agree"].mean()),
+        "n_agree": len(agreeing),
+        "gd_eta_err": float(agreeing["eta rel. diff"].abs().max()) if len(agreeing) else float("nan"),
+        "gd_dummy_full": int((sub["dummy in full"] > 0).sum()),
+        "gd_dummy_gd": int((sub["dummy in GD"] > 0).sum()),
+    }
+
+
+def gd_stages(out: dict, k: int, d: int, rules: StageRules = StageRules()) -> StageSummary:
+    """:func:`detect_stages` of the ``k``-th start of an :func:`approx_gd` output, whose iterates
+    are circuits of the form (3.1) (:func:`reparam_circuits`).  Chapter 3, Figure 20."""
+    omega = torch.from_numpy(out["omega"][:, k])  # (T, H)
+    KQ, OV = reparam_circuits(omega, torch.from_numpy(out["mu"][:, k]), d)
+    return detect_stages(KQ, OV, out["step"], d, rules)
+
+
+def one_head_optimum(cfg: ApproxLossConfig) -> dict:
+    """The minimum of (4.1) for one head (or equal heads with summed ``mu``): with the optimal
+    ``mu``, (4.1) is ``1 + sigma2 - omega^2 / (omega^2 + c e^{d omega^2})``, smallest at
+    ``omega = 1/sqrt(d)``, where ``mu = omega / (omega^2 + c e)`` and ``eta = omega mu`` (the
+    single-sign end point of chapter 3; Section 4.2)."""
+    omega = 1 / math.sqrt(cfg.d)
+    mu = omega / (omega**2 + cfg.c * math.e)
+    return {"omega": omega, "mu": mu, "eta": omega * mu}
+
+
+def single_sign_end(table: pd.DataFrame, runs_gd: dict, cfg: ApproxLossConfig, seed: int) -> dict | None:
+    """The first start of :func:`approx_gd_sweep` (runs of seeds ``seed, seed + 1, ...``) whose GD on
+    (4.1) ends single-sign: its ``H``, ``seed``, end point ``omega (H,)``, summed ``|mu|`` and the
+    eigenvalues of the Hessian of (4.1) there (:func:`approx_hessian`); ``None`` if no start ends
+    so.  Chapter 3."""
+    single = table[table["GD end kind"] == "single-sign"]
+    if not len(single):
+        return None
+    H, k = int(single.iloc[0]["H"]), int(single.iloc[0]["seed"]) - seed
+    w_end, m_end = runs_gd[H]["omega"][-1, k], runs_gd[H]["mu"][-1, k]  # (H,)
+    eig = torch.linalg.eigvalsh(approx_hessian(m_end, w_end, cfg))  # (2H,)
+    return {"H": H, "seed": seed + k, "omega": w_end, "mu_sum": abs(m_end.sum()), "eig": eig.numpy()}

@@ -20,10 +20,12 @@ from icl_lib.figures import (  # noqa: E402
     dynamics,
     excess_curves,
     gamma_heatmaps,
+    gd_comparison_figure,
     landscape_panels,
     loglog_points,
     loss_curves,
     matrix_heatmaps,
+    norm_violins,
     phase_figure,
     plot_against_L,
     set_style,
@@ -31,6 +33,7 @@ from icl_lib.figures import (  # noqa: E402
     stage_dynamics_figure,
     stage_timeline,
     task_loss_plot,
+    valley_figure,
 )
 from icl_lib.paper1.approx_loss import ApproxLossConfig  # noqa: E402
 from icl_lib.paper1.dynamics import detect_stages, reparam_circuits  # noqa: E402
@@ -468,3 +471,64 @@ def test_rho_distances_dots_and_median_lines():
         np.testing.assert_allclose(line.get_ydata(), [points[col][0], np.median(points[col][1:])])
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [r"to $\Gamma^\star$", r"to $\Sigma^{-1}$",
                                                                   r"to $I_d$"]
+# ----------------------------------------------------------------------- chapter 3: valley, norms, GD
+def test_gd_comparison_figure_two_columns_with_their_own_marks():
+    """omega (top) and mu (bottom) for the full model (left) and GD (right); GD's (3.1) mark is left out."""
+    st = _stage_summary()
+    fig = gd_comparison_figure(st, st, ["full", "gd"])
+    assert len(fig.axes) == 4
+    top_full, top_gd, low_full, low_gd = fig.axes  # subplots are numbered row by row
+    assert top_full.get_title() == "full" and top_gd.get_title() == "gd"
+    assert sorted(_vlines(top_full)) == [0.0, 20.0, 40.0] and sorted(_vlines(low_gd)) == [20.0, 40.0]
+    np.testing.assert_allclose(low_full.lines[1].get_ydata(), st.mu[:, 1])
+    assert low_gd.get_xlabel() == "gradient-descent step" and low_full.get_xlabel() == "training step"
+    assert [t.get_text() for t in top_full.get_legend().get_texts()] == st.head_labels()
+    assert top_full.get_xlim() == pytest.approx((0, 60.0))
+
+
+def test_valley_figure_points_curve_and_two_levels():
+    w = np.array([0.01, 0.1, 0.6])
+    curve_w, curve = np.geomspace(0.01, 0.6, 5), np.linspace(0.22, 0.28, 5)
+    fig = valley_figure(w, [0.24, 0.25, 0.29], [0.01, 0.01, 0.02], curve_w, curve, 0.2209, 0.2429)
+    ax = fig.axes[0]
+    assert sorted(_hlines(ax)) == [0.2209, 0.2429]
+    bars = ax.containers[0]
+    np.testing.assert_allclose(np.asarray(bars.lines[0].get_ydata(), float), [0.24, 0.25, 0.29])
+    segs = bars.lines[2][0].get_segments()  # error bars: two standard errors each way
+    np.testing.assert_allclose([s[1, 1] - s[0, 1] for s in segs], [0.04, 0.04, 0.08])
+    curve = [ln for ln in ax.lines if ln.get_label() == "(4.1)"][0]
+    np.testing.assert_allclose(curve.get_ydata(), np.linspace(0.22, 0.28, 5))
+    assert ax.get_xscale() == "log"
+
+
+def test_norm_violins_three_panels_and_the_law_in_panel_c():
+    rng = np.random.default_rng(0)
+    rows = [{"panel": p, "setting": f"L={Lp}", "L": Lp, "norm": v}
+            for p in "abc" for Lp in (10, 40) for v in rng.uniform(0.1, 0.9, 30)]
+    draws = pd.DataFrame(rows)
+    stats = draws.groupby(["panel", "L"]).agg(median=("norm", "median"))
+    stats["law median"] = [np.nan, np.nan, np.nan, np.nan, 0.5, 0.3]
+    fig = norm_violins(draws, stats, d=5, L=40, omega=1.0)
+    a, b, c = fig.axes[:3]
+    assert a.get_title() == "(a) d = 5, omega = 1" and c.get_title() == "(c) d/L = 5/40, omega = 1/sqrt(d)"
+    assert [t.get_text() for t in a.get_xticklabels()] == ["L=10", "L=40"]
+    ticks = c.collections[-1]  # the law's markers, drawn last
+    np.testing.assert_allclose(ticks.get_offsets(), [[0, 0.5], [1, 0.3]])
+    assert c.get_legend() is not None and a.get_legend() is None
+
+
+def test_landscape_panels_of_a_high_noise_level_raise_their_top():
+    """All losses above the default top (large sigma2): the scale runs from the lowest to twice it."""
+    w, m = np.linspace(0.1, 1.0, 5), np.linspace(0.2, 2.0, 4)
+    true = 10.0 + np.outer(m, w)
+    fig = landscape_panels(w, m, true, true + 0.5, top=1.5)
+    cs = fig.axes[1].collections[0]
+    assert cs.norm.vmin == pytest.approx(true.min()) and cs.norm.vmax == pytest.approx(2 * true.min())
+    assert np.all(np.diff(cs.levels) > 0)
+
+
+def test_stage_timeline_without_any_established_stage_has_no_legend():
+    st = _stage_summary()
+    st.shape_step = st.stage1_step = st.stage2_step = None
+    ax = stage_timeline([("A", st)], last_step=50)
+    assert ax.get_legend() is None and len(ax.collections) == 0

@@ -2,33 +2,58 @@
 against independent estimators and closed forms, attention norms, gradient descent on (4.1)."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from scipy.integrate import solve_ivp
 
 from icl_lib import DataConfig, kernel_regression_predict
-from icl_lib.paper1.approx_loss import ApproxLossConfig, approx_loss, kernel_matrix
+from icl_lib.paper1.approx_loss import ApproxLossConfig, approx_loss, approx_loss_grad, kernel_matrix
 from icl_lib.circuits import mu_of, omega_of
 from icl_lib.data import sample_batch
 from icl_lib.paper1.dynamics import (
     ApproxGDConfig,
     StageRules,
     approx_gd,
+    approx_gd_sweep,
     approx_hessian,
     attention_norm_lln,
+    attention_norm_settings,
+    attention_norm_study,
     attention_norms,
+    check_stage_heads,
     conditional_loss,
     detect_stages,
     first_persistent_step,
+    gd_stages,
+    gd_statistics,
     group_labels,
+    history_grid,
+    landscape_mc,
+    landscape_statistics,
+    norm_statistics,
+    observation_summary,
+    observation_table,
+    one_head_optimum,
     peak_profile,
     reparam_circuits,
     same_groups,
+    shown_seed,
+    single_sign_end,
+    stage_statistics,
+    stage_table,
+    strictly_decreasing,
+    sweep_stages,
     symmetric_two_head,
     true_loss_mc,
+    valley_floor,
+    valley_statistics,
+    valley_table,
 )
+from icl_lib.seeding import derive_seed
 from icl_lib.estimators import debiased_gd_risk
 from icl_lib.models import AttentionEnsemble
 
@@ -279,3 +304,286 @@ def test_group_labels_and_same_groups():
     assert same_groups(flipped, other, heads=[True, True, False, True]) == (True, False)
     with pytest.raises(ValueError, match="len"):
         same_groups(g, g[:3])
+
+
+def test_gd_stops_at_a_divergence_when_asked():
+    mu0, omega0 = np.array([3.0, -3.0]), np.array([1.0, -1.0])
+    gd = ApproxGDConfig(lr=5.0, steps=200)
+    out = approx_gd(mu0, omega0, CFG, gd, on_divergence="stop")
+    assert out["diverged"] is not None and out["diverged"] in gd.log_steps()
+    assert out["step"][-1] < out["diverged"]  # the history ends at the last finite logged step
+    assert np.isfinite(out["mu"]).all() and np.isfinite(out["omega"]).all()
+    np.testing.assert_array_equal(out["mu"][0], mu0)
+    assert approx_gd(mu0, omega0, CFG, ApproxGDConfig(lr=1e-3, steps=10), on_divergence="stop")["diverged"] is None
+    with pytest.raises(ValueError, match="on_divergence='ignore'"):
+        approx_gd(mu0, omega0, CFG, gd, on_divergence="ignore")
+
+
+# ----------------------------------------------------------------------------- chapter 3's tables
+def fake_run(seed, omega, mu, steps=None, d=5):
+    """A run-like object whose history holds circuits of the form (3.1) for ``omega, mu (T, H)``."""
+    omega, mu = torch.as_tensor(omega, dtype=torch.float64), torch.as_tensor(mu, dtype=torch.float64)
+    KQ, OV = reparam_circuits(omega, mu, d)
+    steps = torch.arange(len(omega)) * 10 if steps is None else torch.as_tensor(steps)
+    return SimpleNamespace(history={"KQ": KQ, "OV": OV, "step": steps}, spec=SimpleNamespace(seed=seed))
+
+
+# two heads that form Stage I at t = 2 and Stage II at t = 3; |omega| rises to 0.5 and falls to 0.3
+POSNEG_OMEGA = [[0.05, 0.04], [0.3, 0.2], [0.5, -0.3], [0.4, -0.4], [0.3, -0.3]]
+POSNEG_MU = [[0.1, 0.1], [0.5, 0.4], [1.0, -1.0], [1.5, -1.5], [2.0, -2.0]]
+SINGLE_OMEGA = [[0.05, 0.04], [0.2, 0.2], [0.3, 0.3], [0.3, 0.3], [0.3, 0.3]]  # one sign throughout
+SINGLE_MU = [[0.1, 0.1], [0.3, 0.3], [0.5, 0.5], [0.6, 0.6], [0.6, 0.6]]
+
+
+def fake_sweep():
+    """{2: [a positive/negative run (seed 0), a single-sign run (seed 1)]}."""
+    return {2: [fake_run(0, POSNEG_OMEGA, POSNEG_MU), fake_run(1, SINGLE_OMEGA, SINGLE_MU)]}
+
+
+@pytest.mark.parametrize("heads, want", [(3, [3]), ([4, 2, 4], [2, 4]), ("[4]", [4]), ("2", [2]),
+                                         ("[2, 8]", [2, 8]), ((2,), [2])])
+def test_check_stage_heads_accepts_ints_lists_and_their_text(heads, want):
+    assert check_stage_heads(heads) == want
+
+
+@pytest.mark.parametrize("heads", [1, 9, [], [2, 1], "x", "[2,", True, [2.5], None, "[]"])
+def test_check_stage_heads_rejects_naming_heads(heads):
+    with pytest.raises(ValueError, match=r"^heads="):
+        check_stage_heads(heads)
+
+
+def test_stage_table_and_statistics_of_a_designed_sweep():
+    sweep = fake_sweep()
+    stages = sweep_stages(sweep, 5)
+    assert [st.kind for st in stages[2]] == ["pos/neg", "single-sign"]
+    table = stage_table(sweep, stages, [2])
+    assert table.columns.tolist() == ["H", "seed", "final pattern", "groups", "pattern (3.1)", "Stage I", "Stage II"]
+    assert table["seed"].tolist() == [0, 1] and table["groups"].tolist() == ["p n", "p p"]
+    assert table["Stage I"].iloc[0] == 20 and table["Stage II"].iloc[0] == 30
+    assert table["pattern (3.1)"].tolist() == [0, 0]  # the circuits are of the form (3.1) throughout
+    assert np.isnan(table["Stage I"].iloc[1]) and np.isnan(table["Stage II"].iloc[1])
+    v = stage_statistics(table, last=40)
+    assert v["kept_all"] and v["median_shape"] == 0.0
+    assert v["n_both"] == 1 and v["order_frac"] == 1.0 and v["n_strict"] == 1
+    assert v["both_frac"] == {2: 0.5} and len(v["late"]) == 0
+
+
+def test_stage_statistics_against_hand_counts():
+    nan = float("nan")
+    table = pd.DataFrame({"H": [2, 2, 4, 4], "seed": [0, 1, 0, 1], "pattern (3.1)": [10, 40, 20, 30],
+                          "Stage I": [5, 50, nan, 30], "Stage II": [8, 40, 70, 30]})
+    v = stage_statistics(table, last=100)
+    assert v["kept_all"] and v["median_shape"] == 25.0
+    assert v["n_both"] == 3 and v["n_strict"] == 1 and v["order_frac"] == pytest.approx(2 / 3)
+    assert v["both_frac"] == {2: 1.0, 4: 0.5}
+    assert v["late"]["pattern (3.1)"].tolist() == [40, 30]
+    table.loc[0, "pattern (3.1)"] = nan
+    assert not stage_statistics(table, 100)["kept_all"] and np.isnan(stage_statistics(table, 100)["median_shape"])
+    none = stage_statistics(table.assign(**{"Stage I": nan}), 100)
+    assert none["n_both"] == 0 and np.isnan(none["order_frac"]) and none["both_frac"] == {2: 0.0, 4: 0.0}
+
+
+def test_shown_seed_and_history_grid():
+    def summary(groups):
+        return SimpleNamespace(groups=groups)
+    two = [summary(["positive", "negative"])] * 3
+    assert shown_seed(two) == 0
+    four = [summary(["positive"] * 2 + ["negative"] * 2), summary(["positive", "dummy", "negative", "negative"])]
+    assert shown_seed(four) == 1
+    assert shown_seed(four[:1]) == 0  # no dummy head: the first seed
+    run = fake_run(0, SINGLE_OMEGA, SINGLE_MU, steps=[0, 1, 2, 6, 10])
+    assert history_grid(run) == {"n_log": 5, "steps": 10, "log_gap": 4.0}
+
+
+def test_observation_table_against_a_plain_loop():
+    sweep = fake_sweep()
+    obs = observation_table(sweep, sweep_stages(sweep, 5), [2])
+    assert obs["seed"].tolist() == [0, 0]  # only the positive/negative run, both heads live
+    w, m = np.abs(np.array(POSNEG_OMEGA)), np.abs(np.array(POSNEG_MU))
+    for h in range(2):
+        row = obs.iloc[h]
+        assert row["omega rise"] == pytest.approx(w[:, h].max() / w[0, h])
+        assert row["omega drop"] == pytest.approx(1 - w[-1, h] / w[:, h].max())
+        assert row["omega peak step"] == 10 * int(np.argmax(w[:, h]))
+        assert row["mu final/max"] == pytest.approx(1.0) and row["mu final/mid"] == pytest.approx(m[-1, h] / m[2, h])
+        assert row["group mu final/max"] == pytest.approx(1.0)  # one head per group
+    assert obs["omega rises then falls"].tolist() == [True, True]  # 0.5 / 0.05 >= 2 and drop 0.4 >= 0.1
+    assert obs["mu rises (head)"].all() and obs["mu rises (group)"].all()
+    s = observation_summary(obs)
+    assert s.loc[2, "heads"] == 2 and s.loc[2, "omega rises then falls"] == 1.0
+
+
+def test_observation_summary_fractions_and_no_rows():
+    obs = pd.DataFrame({"H": [2, 2, 4, 4, 4], "omega rises then falls": [True, False, True, True, False],
+                        "mu rises (head)": [True] * 5, "mu rises (group)": [True, True, True, False, True]})
+    s = observation_summary(obs)
+    assert s["omega rises then falls"].tolist() == [0.5, pytest.approx(2 / 3)]
+    assert s["mu rises (group)"].tolist() == [1.0, pytest.approx(2 / 3)] and s["heads"].tolist() == [2, 3]
+    none = {2: [fake_run(1, SINGLE_OMEGA, SINGLE_MU)]}  # no positive/negative run: an empty table
+    empty = observation_table(none, sweep_stages(none, 5), [2])
+    assert len(empty) == 0 and len(observation_summary(empty)) == 0
+    assert len(empty[~empty["omega rises then falls"] | ~empty["mu rises (head)"]]) == 0
+
+
+# ----------------------------------------------------------------------------- Figure 5 and the valley
+def test_valley_floor_is_the_reduced_loss_at_its_optimal_m():
+    w = np.array([0.05, 0.2, 0.6])
+    m, loss = valley_floor(w, CFG)
+    c = CFG.c
+    s = w**2 / (w**2 + c * np.sinh(CFG.d * w**2))  # (4.1) = 1 + sigma2 - s(w) on the valley floor
+    np.testing.assert_allclose(loss, 1 + CFG.sigma2 - s, rtol=1e-12)
+    np.testing.assert_allclose(2 * m * w, s, rtol=1e-12)  # s = 2 m w
+
+
+def test_landscape_mc_matches_direct_evaluations():
+    land = landscape_mc(DATA, n=2_000, seed=3)
+    assert land["true"].shape == land["se"].shape == land["approx"].shape == (10, 12)
+    assert land["valley_true"].shape == (8,) and land["w"][0] == 0.05 and land["m"][-1] == 5.0
+    np.testing.assert_array_equal(land["diff"], land["true"] - land["approx"])
+    i, j = 3, 7  # m = 2.0, w = 0.4
+    omega, mu = symmetric_two_head(land["w"][j], land["m"][i])
+    assert float(approx_loss(mu, omega, CFG)) == pytest.approx(land["approx"][i, j], rel=1e-12)
+    true, se = true_loss_mc(omega[None], mu[None], DATA, n=2_000, seed=derive_seed(3, "landscape"),
+                            dtype=torch.float32)  # the same sequences: the same estimate
+    assert float(true[0]) == pytest.approx(land["true"][i, j], rel=1e-5)
+    assert float(se[0]) == pytest.approx(land["se"][i, j], rel=1e-4)
+    np.testing.assert_allclose(land["valley_m"], valley_floor(land["valley_w"], CFG)[0], rtol=1e-12)
+    np.testing.assert_allclose(land["valley_approx"], valley_floor(land["valley_w"], CFG)[1], rtol=1e-12)
+
+
+def test_landscape_statistics_against_direct_loops():
+    rng = np.random.default_rng(0)
+    diff, se = rng.normal(size=(10, 12)), rng.uniform(0.01, 0.1, size=(10, 12))
+    diff[4, 2], diff[5, 3], se[6, 2], se[6, 3] = -5.0, 9.0, 0.5, 0.9  # the edge w = 0.15 is in, 0.2 is out
+    s = landscape_statistics({"w": np.round(np.arange(1, 13) * 0.05, 2), "diff": diff, "se": se})
+    small = [0, 1, 2]  # w = 0.05, 0.10, 0.15
+    assert s["err_small"] == max(abs(diff[i, j]) for i in range(10) for j in small)
+    assert s["excess"] == max(abs(diff[i, j]) - 3 * se[i, j] for i in range(10) for j in small)
+    assert s["se_small"] == max(se[i, j] for i in range(10) for j in small)
+    assert s["err_w0"] == pytest.approx(sum(abs(diff[i, 0]) for i in range(10)) / 10)
+    assert s["err_w1"] == pytest.approx(sum(abs(diff[i, 11]) for i in range(10)) / 10)
+    assert (s["err_small"], s["se_small"], s["excess"]) == (5.0, 0.5, 5.0 - 3 * se[4, 2])
+    assert s["se_max"] == se.max() and s["diff_max"] == abs(diff).max()
+    assert s["se_med"] == pytest.approx(sorted(se.ravel())[59] / 2 + sorted(se.ravel())[60] / 2)
+
+
+def test_valley_table_and_statistics():
+    land = {"valley_w": np.array([0.01, 0.1, 0.6]), "valley_m": np.array([40.0, 4.0, 0.7]),
+            "valley_true": np.array([0.242, 0.2421, 0.289]), "valley_se": np.array([0.002, 0.002, 0.003]),
+            "valley_approx": np.array([0.2209, 0.221, 0.28])}
+    t = valley_table(land)
+    assert t.columns.tolist() == ["w", "m*(w)", "true (MC)", "se", "(4.1)"]
+    assert t["se"].tolist() == [0.002, 0.002, 0.003]
+    v = valley_statistics(land, CFG)
+    assert v["approx_decreasing"] and v["true_v0"] == 0.242 and v["true_v1"] == 0.289
+    assert v["se_pair"] == pytest.approx(math.sqrt(0.002**2 + 0.003**2))
+    s_star = 1 / (1 + 1.1 * 5 / 40)
+    assert v["l_star"] == pytest.approx(1.1 - s_star)
+    L, d, s2 = 40, 5, 0.1  # the exact risk of debiased GD with step s*, as in the chapter's text
+    r = 1 + s2 - 2 * s_star * (L - 1) / L + s_star**2 * (L - 1) * (L + d + s2 * d) / L**2
+    assert v["r_dgd"] == pytest.approx(r, rel=1e-12)
+    land["valley_approx"] = np.array([0.2209, 0.2208, 0.28])
+    assert not valley_statistics(land, CFG)["approx_decreasing"]
+
+
+# ----------------------------------------------------------------------------- Figure 19
+def test_attention_norm_settings_keep_d_over_L():
+    s = attention_norm_settings(5, 40, 1.0)
+    assert [x[2] for x in s["a"]] == [10, 40, 160, 640, 2560] and {x[1] for x in s["a"]} == {5}
+    assert [x[1] for x in s["b"]] == [5, 10, 20, 40, 80] and {x[3] for x in s["b"]} == {1.0}
+    assert [x[3] for x in s["c"]] == pytest.approx([1 / math.sqrt(dp) for dp in (5, 10, 20, 40, 80)])
+    assert s["b"][1][0] == "L=80, d=10"
+    assert [x[1] for x in attention_norm_settings(1, 256, 1.0)["b"]] == [1, 1, 1, 1, 2]  # at least one dimension
+
+
+def test_attention_norm_study_against_direct_draws():
+    draws, st = attention_norm_study(2, 16, 0.5, draws=100, seed=4)
+    assert len(draws) == 15 * 100 and st.index.tolist()[:2] == [("a", 10), ("a", 40)]
+    direct = attention_norms(10, 80, 0.5 / math.sqrt(10), n=100, seed=derive_seed(4, "attention-norms", 1, ord("c")))
+    got = draws[(draws.panel == "c") & (draws.L == 80)]["norm"].to_numpy()
+    np.testing.assert_array_equal(got, direct.numpy())
+    assert st.loc[("c", 80), "median"] == pytest.approx(float(np.median(direct.numpy())))
+    assert st.loc[("c", 80), "q90"] == pytest.approx(float(np.quantile(direct.numpy(), 0.9)))
+    assert st.loc[("c", 80), "law median"] == pytest.approx(attention_norm_lln(10, 80, 0.5 / math.sqrt(10)))
+    assert st.loc["a", "law median"].isna().all() and st.loc["b", "law median"].isna().all()
+
+
+def test_norm_statistics_on_a_hand_table():
+    idx = pd.MultiIndex.from_product([list("abc"), [10, 20, 40]], names=["panel", "L"])
+    st = pd.DataFrame({"median": [0.6, 0.4, 0.1, 0.4, 0.5, 0.6, 0.3, 0.2, 0.1],
+                       "q90": [0.9, 0.7, 0.7, 0.7, 0.8, 0.9, 0.4, 0.3, 0.2],
+                       "law median": [np.nan] * 6 + [0.3, 0.2, 0.08]}, index=idx)
+    n = norm_statistics(st)
+    assert not n["a_decreasing"]  # the 90% quantile stalls
+    assert (n["a_first"], n["a_last"], n["b_first"], n["b_last"]) == (0.6, 0.1, 0.4, 0.6)
+    assert not n["b_decreasing"] and n["c_decreasing"] and n["norm_rel_law"] == pytest.approx(0.25)
+    assert strictly_decreasing([3, 2, 1]) and not strictly_decreasing([3, 3, 1]) and strictly_decreasing([1])
+
+
+# ----------------------------------------------------------------------------- Figure 20
+def test_approx_gd_sweep_starts_from_each_runs_initialisation():
+    sweep = fake_sweep()
+    stages = sweep_stages(sweep, 5)
+    gd = ApproxGDConfig(lr=0.05, steps=2_000, n_log=20)
+    runs_gd, table = approx_gd_sweep(sweep, stages, CFG, gd)
+    starts_mu = np.array([POSNEG_MU[0], SINGLE_MU[0]])
+    starts_w = np.array([POSNEG_OMEGA[0], SINGLE_OMEGA[0]])
+    direct = approx_gd(starts_mu, starts_w, CFG, gd)
+    np.testing.assert_allclose(runs_gd[2]["omega"], direct["omega"], rtol=1e-12)
+    assert table["full model"].tolist() == ["p n", "p p"] and table["seed"].tolist() == [0, 1]
+    for k in range(2):
+        w, m = direct["omega"][-1, k], direct["mu"][-1, k]
+        assert table["GD on (4.1)"].iloc[k] == " ".join(g[0] for g in group_labels(w, m))
+        assert table["eta GD"].iloc[k] == pytest.approx(float(w @ m), rel=1e-12)
+    assert table["eta full"].iloc[0] == pytest.approx(0.3 * 2.0 + 0.3 * 2.0)
+    assert table["eta rel. diff"].iloc[1] == pytest.approx(table["eta GD"].iloc[1] / (2 * 0.3 * 0.6) - 1)
+    # both heads start with the same sign: GD ends single-sign for the second run
+    assert table["GD end kind"].iloc[1] == "single-sign"
+    k = 0
+    st = gd_stages(runs_gd[2], k, 5)
+    np.testing.assert_allclose(st.omega, direct["omega"][:, k], rtol=1e-12)
+    assert st.steps.tolist() == direct["step"].tolist()
+
+
+def test_approx_gd_sweep_reports_a_divergence():
+    sweep = fake_sweep()
+    runs_gd, table = approx_gd_sweep(sweep, sweep_stages(sweep, 5), CFG, ApproxGDConfig(lr=1.0, steps=5_000))
+    assert runs_gd[2]["diverged"] is not None and np.isfinite(runs_gd[2]["omega"]).all()
+    assert (table["GD end kind"] == "diverged").all() and not table["non-dummy heads agree"].any()
+    assert table["GD on (4.1)"].iloc[0] == f"diverged by step {runs_gd[2]['diverged']}"
+    g = gd_statistics(table, 2)
+    assert g["gd_frac"] == 0.0 and g["n_agree"] == 0 and np.isnan(g["gd_eta_err"]) and g["gd_dummy_gd"] == 0
+
+
+def test_gd_statistics_on_a_hand_table():
+    table = pd.DataFrame({"H": [4, 4, 4, 2], "non-dummy heads agree": [True, False, True, True],
+                          "dummy in full": [1, 0, 2, 0], "dummy in GD": [0, 0, 1, 0],
+                          "eta rel. diff": [0.02, -0.5, -0.07, 0.3]})
+    g = gd_statistics(table, 4)
+    assert g == {"gd_frac": pytest.approx(2 / 3), "n_agree": 2, "gd_eta_err": 0.07, "gd_dummy_full": 2,
+                 "gd_dummy_gd": 1}
+
+
+def test_one_head_optimum_minimises_the_one_head_loss():
+    opt = one_head_optimum(CFG)
+    assert opt["omega"] == pytest.approx(1 / math.sqrt(5)) and opt["eta"] == pytest.approx(opt["omega"] * opt["mu"])
+    g_mu, g_w = approx_loss_grad(np.array([opt["mu"]]), np.array([opt["omega"]]), CFG)
+    assert abs(g_mu[0]) < 1e-12 and abs(g_w[0]) < 1e-12  # a stationary point of (4.1)
+    best = float(approx_loss(torch.tensor([opt["mu"]]), torch.tensor([opt["omega"]]), CFG))
+    for dm, dw in [(0.01, 0), (-0.01, 0), (0, 0.01), (0, -0.01), (0.01, 0.01)]:
+        other = approx_loss(torch.tensor([opt["mu"] + dm]), torch.tensor([opt["omega"] + dw]), CFG)
+        assert float(other) > best
+
+
+def test_single_sign_end_picks_the_first_single_sign_start():
+    table = pd.DataFrame({"H": [2, 2, 4], "seed": [5, 6, 5], "GD end kind": ["pos/neg", "single-sign", "single-sign"]})
+    omega = np.zeros((3, 2, 2))
+    omega[-1, 1] = [0.4472, 0.4472]
+    mu = np.zeros((3, 2, 2))
+    mu[-1, 1] = [1.0, 0.6]
+    end = single_sign_end(table, {2: {"omega": omega, "mu": mu}}, CFG, seed=5)
+    assert end["H"] == 2 and end["seed"] == 6 and end["mu_sum"] == pytest.approx(1.6)
+    np.testing.assert_array_equal(end["omega"], [0.4472, 0.4472])
+    want = np.linalg.eigvalsh(approx_hessian(mu[-1, 1], omega[-1, 1], CFG).numpy())
+    np.testing.assert_allclose(end["eig"], want, rtol=1e-12)
+    assert single_sign_end(table[table["GD end kind"] == "pos/neg"], {}, CFG, seed=5) is None
