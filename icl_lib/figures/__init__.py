@@ -6,6 +6,7 @@
 * :mod:`~icl_lib.figures.landscape` -- true against approximate loss landscapes (chapter 3)
 * :mod:`~icl_lib.figures.flows`     -- the two-head gradient flow's phases (chapter 4)
 * :mod:`~icl_lib.figures.strips`    -- per-task losses by head count and mode (chapter 7)
+* :mod:`~icl_lib.figures.optimality` -- risk ratios, linear attention, activations (chapter 5)
 
 The mathematics modules of the library import no plotting code; chapters import this package
 (``from icl_lib import figures``), which sets the book's style.
@@ -15,6 +16,7 @@ from .curves import dynamics, excess_curves, loglog_points, loss_curves, plot_ag
 from .flows import compare_figure, phase_figure
 from .heatmaps import circuit_heatmaps, gamma_heatmaps, matrix_heatmaps, snapshot_heatmaps
 from .landscape import landscape_panels
+from .optimality import activation_circuits, activation_dynamics, bayes_ratio_plot, linear_softmax_plot
 from .stages import stage_dynamics_figure, stage_timeline
 from .strips import task_loss_plot
 from .style import CMAP, HEAD_COLORS, set_style
@@ -22,12 +24,16 @@ from .style import CMAP, HEAD_COLORS, set_style
 __all__ = [
     "CMAP",
     "HEAD_COLORS",
+    "activation_circuits",
+    "activation_dynamics",
+    "bayes_ratio_plot",
     "circuit_heatmaps",
     "compare_figure",
     "dynamics",
     "excess_curves",
     "gamma_heatmaps",
     "landscape_panels",
+    "linear_softmax_plot",
     "loglog_points",
     "loss_curves",
     "matrix_heatmaps",
