@@ -19,6 +19,8 @@ Chapter 5's measurements, built on :mod:`icl_lib.estimators` and :mod:`icl_lib.c
   risk over the Bayes risk in the proportional regime, at finite ``d`` and in the limit
   (Theorem 4.2 (iii)).
 
+:func:`check_lengths` and :func:`check_heads` validate the chapter's ``Ls`` and ``heads``.
+
 The chapter's sections, each one call returning a table and the values the chapter glues (dicts
 keyed by glue name):
 
@@ -41,6 +43,7 @@ Every Monte Carlo stream comes from ``derive_seed(seed, purpose, ...)`` with the
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -55,10 +58,11 @@ from ..engine import Run, stack_models, train
 from ..models import ACTIVATIONS
 from ..seeding import derive_seed
 from ..validate import check_float, check_int, fail
-from .sweeps import heads_sweep_specs
+from .sweeps import as_heads, heads_sweep_specs
 
 __all__ = [
     "check_lengths",
+    "check_heads",
     "length_sweep",
     "reference_curves",
     "activation_coefficient",
@@ -111,6 +115,18 @@ def check_lengths(Ls: Sequence[int], name: str = "Ls", hi: int | None = None) ->
         fail(name, Ls, "a non-empty list of integers >= 2" if hi is None else
              f"a non-empty list of integers in [2, {hi}]")
     return sorted({check_int(f"{name}[{i}]", L, 2, hi) for i, L in enumerate(Ls)})
+
+
+def check_heads(heads, hi: int) -> list[int]:
+    """Chapter 5's ``heads`` parameter: one head count or a non-empty list of them, each in
+    ``[1, hi]`` (reported as ``heads`` or ``heads[i]``), as :func:`~icl_lib.paper1.sweeps.as_heads`'s
+    sorted distinct list."""
+    if isinstance(heads, (list, tuple)):
+        for i, h in enumerate(heads):
+            check_int(f"heads[{i}]", h, 1, hi)
+    elif isinstance(heads, numbers.Real) and not isinstance(heads, bool):
+        check_int("heads", heads, 1, hi)
+    return as_heads(heads)
 
 
 # ----------------------------------------------------------------------------- losses against L

@@ -167,6 +167,16 @@ def test_check_lengths_names_the_parameter_and_bounds_the_lengths():
             opt.check_lengths(bad, hi=500)
 
 
+def test_check_heads_bounds_each_head_count_under_its_name():
+    assert opt.check_heads(3, hi=8) == [3] and opt.check_heads([4, 1, 4], hi=8) == [1, 4]
+    for bad, name in ((9, r"heads=9"), (0, r"heads=0"), ([1, 9], r"heads\[1\]=9"), ([2, 0.5], r"heads\[1\]=0.5")):
+        with pytest.raises(ValueError, match=rf"^{name} is invalid: accepted an integer in \[1, 8\]"):
+            opt.check_heads(bad, hi=8)
+    for bad in ([], "two", None, True):
+        with pytest.raises(ValueError, match=r"^heads="):
+            opt.check_heads(bad, hi=8)
+
+
 def test_posneg_kept_counts_median_omega_and_learned_rate_on_hand_set_runs():
     pn = fake_run([0.2, -0.2], [2.0, -2.0], seed=0)  # positive/negative pattern, eta = 0.8
     pn2 = fake_run([0.3, -0.1], [1.0, -3.0], seed=1)  # eta = 0.6
