@@ -666,6 +666,13 @@ def gap_checks(gaps: pd.DataFrame, L: int) -> tuple[list[float], dict]:
 
 
 # ----------------------------------------------------------------------------- the single head
+def _rel_dist(a: float, b: float) -> float:
+    """``|a / b - 1|``; infinite when ``b = 0 != a`` (a bandwidth search that ends at 0)."""
+    if b == 0:
+        return 0.0 if a == 0 else math.inf
+    return abs(a / b - 1)
+
+
 def single_head_vs_kernels(
     runs: Sequence[Run], data: DataConfig, n: int, seed: int
 ) -> tuple[pd.DataFrame | None, pd.DataFrame | None, dict, dict]:
@@ -707,7 +714,7 @@ def single_head_vs_kernels(
                              "ICL loss": pl["model"]["loss"], "minus best NW (z)": z_nw,
                              "minus best kernel (z)": z_kr}).set_index("seed")
     checks = {"z_kernel": float(z_kr.min()),
-              "off": max(abs(w1 / kr["omega"] - 1), abs(m1 / kr["mu"] - 1)),
+              "off": max(_rel_dist(w1, kr["omega"]), _rel_dist(m1, kr["mu"])),
               "optimum": [w1, m1, kr["omega"], kr["mu"]]}
     values = {
         "ch5_nw_omega": nw["omega"],

@@ -358,6 +358,8 @@ def test_single_head_vs_kernels_on_hand_set_single_heads():
     assert values["ch5_nw_seeds"] == 2 and checks["optimum"][2:] == [kr["omega"], kr["mu"]]
     assert abs(checks["optimum"][1] - 2 * kr["mu"]) < 1e-5  # median of mu and 3 mu
     assert abs(checks["off"] - 1.0) < 1e-5
+    assert opt._rel_dist(1.0, 0.0) == math.inf and opt._rel_dist(0.0, 0.0) == 0.0
+    assert opt._rel_dist(1.5, 1.0) == 0.5
     t, p, c, v = opt.single_head_vs_kernels([], data, n=3000, seed=2)
     assert t is None and p is None and c == {} and v["ch5_nw_seeds"] == 0 and math.isnan(v["ch5_kr_mu"])
 
