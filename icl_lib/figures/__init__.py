@@ -6,6 +6,7 @@
 * :mod:`~icl_lib.figures.landscape` -- the approximate loss (4.1) against the true loss (chapter 3)
 * :mod:`~icl_lib.figures.flows`     -- the two-head gradient flow's phases (chapter 4)
 * :mod:`~icl_lib.figures.strips`    -- per-task losses by head count and mode (chapter 7)
+* :mod:`~icl_lib.figures.optimality` -- risk ratios, linear attention, activations (chapter 5)
 
 The mathematics modules of the library import no plotting code; chapters import this package
 (``from icl_lib import figures``), which sets the book's style.
@@ -17,6 +18,7 @@ from .flows import compare_figure, phase_figure
 from .heatmaps import circuit_heatmaps, gamma_heatmaps, matrix_heatmaps, snapshot_heatmaps
 from .heatmaps import inverse_heatmaps, pattern_with_matrices  # chapter 6
 from .landscape import landscape_panels
+from .optimality import activation_circuits, activation_dynamics, bayes_ratio_plot, linear_softmax_plot
 from .stages import stage_dynamics_figure, stage_timeline
 from .landscape import landscape_panels, norm_violins, valley_figure
 from .stages import gd_comparison_figure, stage_dynamics_figure, stage_timeline
@@ -26,6 +28,9 @@ from .style import CMAP, HEAD_COLORS, set_style
 __all__ = [
     "CMAP",
     "HEAD_COLORS",
+    "activation_circuits",
+    "activation_dynamics",
+    "bayes_ratio_plot",
     "circuit_heatmaps",
     "compare_figure",
     "dynamics",
@@ -33,6 +38,7 @@ __all__ = [
     "gamma_heatmaps",
     "gd_comparison_figure",
     "landscape_panels",
+    "linear_softmax_plot",
     "loglog_points",
     "loss_curves",
     "matrix_heatmaps",

@@ -532,3 +532,83 @@ def test_stage_timeline_without_any_established_stage_has_no_legend():
     st.shape_step = st.stage1_step = st.stage2_step = None
     ax = stage_timeline([("A", st)], last_step=50)
     assert ax.get_legend() is None and len(ax.collections) == 0
+# ----------------------------------------------------------------------------- chapter 5 (figures.optimality)
+def _variant_run(omega, mu, attention="softmax", seed=0, d=3):
+    """A 2-head run whose history grows linearly to KQ_h = +-omega I, OV_h = +-mu e_y (steps 0, 10, 100)."""
+    KQ = torch.zeros(3, 2, d + 1, d + 1, dtype=torch.float64)
+    OV = torch.zeros(3, 2, 1, d + 1, dtype=torch.float64)
+    for t, frac in enumerate((0.0, 0.5, 1.0)):
+        for h, sign in enumerate((1.0, -1.0)):
+            KQ[t, h, :d, :d] = sign * frac * omega * torch.eye(d, dtype=torch.float64)
+            OV[t, h, 0, d] = sign * frac * mu
+    spec = RunSpec(data=DataConfig(d=d, L=6), model=ModelConfig(heads=2, attention=attention), seed=seed)
+    return Run(spec=spec, params={}, history={"step": torch.tensor([0, 10, 100]), "KQ": KQ, "OV": OV})
+
+
+def test_bayes_ratio_plot_lines_per_noise_level_and_finite_size_markers():
+    """One limit line per sigma2 column (its values, a log xi axis) and the grid's ratios as markers of its colour."""
+    from icl_lib.figures import bayes_ratio_plot
+
+    xi = np.array([0.1, 1.0, 10.0])
+    limits = pd.DataFrame({0.1: [1.2, 2.0, 1.1], 1.0: [1.01, 1.1, 1.0]}, index=pd.Index(xi, name="xi"))
+    grid = pd.DataFrame({"xi": [0.5, 2.0, 0.5], "sigma2": [0.1, 0.1, 1.0], "ratio": [1.8, 1.5, 1.05]})
+    ax = bayes_ratio_plot(limits, grid, d=16)
+    assert len(ax.lines) == 4 and ax.get_xscale() == "log"
+    lim01, mark01, lim1, mark1 = ax.lines
+    np.testing.assert_allclose(lim01.get_xdata(), xi)
+    np.testing.assert_allclose(lim1.get_ydata(), [1.01, 1.1, 1.0])
+    assert mark01.get_marker() == "o" and list(mark01.get_ydata()) == [1.8, 1.5] and list(mark1.get_xdata()) == [0.5]
+    assert mark01.get_color() == lim01.get_color() != lim1.get_color()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["sigma^2 = 0.1", "sigma^2 = 1"]
+    assert "d = 16" in ax.get_title()
+
+
+def test_linear_softmax_plot_two_models_with_their_predictions():
+    """Error bars for softmax and linear attention, the two closed-form predictions as lines, the training length."""
+    from icl_lib.figures import linear_softmax_plot
+
+    index = pd.Index([5, 10, 40], name="L")
+    table = pd.DataFrame({"softmax": [0.9, 0.6, 0.25], "linear": [0.9, 0.75, 0.24],
+                          "predicted softmax": [1.0, 0.6, 0.24], "predicted linear": [0.9, 0.75, 0.24]}, index=index)
+    errors = pd.DataFrame({"softmax": [0.01] * 3, "linear": [0.02] * 3}, index=index)
+    ax = linear_softmax_plot(table, errors, train_L=10)
+    assert len(ax.containers) == 2 and all(c.has_yerr for c in ax.containers)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert [c.get_label() for c in ax.containers] == ["softmax attention (2 heads)",
+                                                      "linear attention (2 heads, N fixed)"]
+    assert len(labels) == 4
+    np.testing.assert_allclose(ax.containers[1].lines[0].get_ydata(), [0.9, 0.75, 0.24])
+    pred = next(ln for ln in ax.lines if ln.get_label() == "prediction: vanilla GD, step x L/N")
+    assert list(pred.get_ydata()) == [0.9, 0.75, 0.24]
+    assert _vlines(ax) == [10.0] and list(ax.get_xticks()) == [5, 10, 40]
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_activation_circuits_one_titled_subfigure_per_activation(n):
+    """One sub-figure per activation (also for a single one) titled with f, the seed and the pattern."""
+    from icl_lib.figures import activation_circuits
+
+    names = ["exp (softmax)", "1 + tanh(s)", "(1 + s)^2"][:n]
+    runs = {name: _variant_run(0.2, 2.0, seed=k) for k, name in enumerate(names)}
+    fig = activation_circuits(runs, d=3)
+    assert len(fig.subfigs) == n and len(fig.axes) == n * (4 + 2)  # 2 KQ, 2 OV panels and 2 colour bars
+    assert [sf.get_suptitle() for sf in fig.subfigs] == [f"f = {name}, seed {k}: pos/neg" for k, name in enumerate(names)]
+    kq = next(ax for ax in fig.subfigs[-1].axes if ax.images)
+    np.testing.assert_allclose(kq.images[0].get_array(), runs[names[-1]].KQ[0].numpy())
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_activation_dynamics_omega_and_mu_over_ten_per_head(n):
+    """One panel per activation with omega_h (solid) and mu_h / 10 (dashed) per head on a log step axis."""
+    from icl_lib.figures import activation_dynamics
+
+    runs = {name: _variant_run(0.2, 3.0) for name in ["exp (softmax)", "(1 + s)^2"][:n]}
+    fig = activation_dynamics(runs, d=3)
+    axes = fig.axes
+    assert len(axes) == n and all(ax.get_xscale() == "log" for ax in axes)
+    assert [ax.get_title() for ax in axes] == [f"f = {name}" for name in runs]
+    lines = {ln.get_label(): ln for ln in axes[0].lines}
+    np.testing.assert_allclose(lines["omega_2"].get_ydata(), [0.0, -0.1, -0.2])
+    np.testing.assert_allclose(lines["mu_1 / 10"].get_ydata(), [0.0, 0.15, 0.3])
+    assert lines["mu_1 / 10"].get_linestyle() == "--" and list(lines["omega_1"].get_xdata()) == [1, 10, 100]
+    assert axes[0].get_legend() is not None and all(ax.get_legend() is None for ax in axes[1:])

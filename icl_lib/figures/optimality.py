@@ -1,0 +1,101 @@
+"""Figures of what trained models compute (paper 1, Section 4.3, Theorem 4.2, B.1, B.2; chapter 5).
+
+* :func:`bayes_ratio_plot`     -- ``R_dGD(eta*) / R_Bayes`` against ``xi = d / L``: proportional
+  limits (lines) and finite-size values (markers), one colour per noise level (Theorem 4.2 (iii));
+* :func:`linear_softmax_plot`  -- linear against softmax attention across context lengths, with
+  the closed-form predictions (B.1);
+* :func:`activation_circuits`  -- the trained circuits of one model per activation, stacked
+  (the paper's Figure 8);
+* :func:`activation_dynamics`  -- ``omega_h`` and ``mu_h / 10`` against training steps, one panel
+  per activation (the paper's Figure 9).
+
+The tables they draw come from :mod:`icl_lib.paper1.optimality`.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from ..circuits import mu_of, omega_of
+from .curves import plot_against_L
+from .heatmaps import circuit_heatmaps
+from .style import HEAD_COLORS
+
+__all__ = ["bayes_ratio_plot", "linear_softmax_plot", "activation_circuits", "activation_dynamics"]
+
+
+def bayes_ratio_plot(limits: pd.DataFrame, ratio_df: pd.DataFrame, d: int, ax=None):
+    """``limits`` (index ``xi``, one column per ``sigma2``: :func:`~icl_lib.paper1.optimality.ratio_limits`)
+    as lines and the finite-``d`` ratios of ``ratio_df``
+    (:func:`~icl_lib.paper1.optimality.bayes_ratio_grid`) as markers of the same colour, on a
+    log ``xi`` axis.  Chapter 5."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.2, 3.9))
+    xi = limits.index.to_numpy()
+    for k, s2 in enumerate(limits.columns):
+        color = HEAD_COLORS[k % 10]
+        ax.plot(xi, limits[s2].to_list(), color=color, lw=1.4, label=f"sigma^2 = {s2:g}")
+        sub = ratio_df[ratio_df.sigma2 == s2]
+        ax.plot(sub.xi, sub.ratio, "o", color=color, ms=4)
+    ax.set_xscale("log")
+    ax.set_xlabel("xi = d / L")
+    ax.set_ylabel("R_dGD(eta*) / R_Bayes")
+    ax.set_title(f"lines: proportional limit; markers: d = {d}", fontsize=9)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def linear_softmax_plot(table: pd.DataFrame, errors: pd.DataFrame, train_L: int, ax=None):
+    """Median losses of 2-head softmax and linear attention (columns ``softmax``, ``linear`` of
+    ``table``, standard errors in ``errors``) against ``L``, with their closed-form predictions
+    (``predicted softmax``, ``predicted linear``) as grey lines: the table of
+    :func:`~icl_lib.paper1.optimality.linear_vs_softmax`.  Chapter 5 (paper 1, B.1)."""
+    names = {"softmax": "softmax attention (2 heads)", "linear": "linear attention (2 heads, N fixed)"}
+    preds = {"predicted softmax": "prediction: debiased GD, learned eta",
+             "predicted linear": "prediction: vanilla GD, step x L/N"}
+    return plot_against_L(
+        list(table.index),
+        {names[k]: table[k].to_numpy() for k in names},
+        {names[k]: errors[k].to_numpy() for k in names},
+        {preds[k]: table[k].to_numpy() for k in preds},
+        ax=ax,
+        train_L=train_L,
+    )
+
+
+def activation_circuits(runs: Mapping[str, object], d: int):
+    """The final ``KQ_h`` / ``OV_h`` heatmaps (:func:`~icl_lib.figures.circuit_heatmaps`) of one
+    run per activation ``{name of f: run}``, one sub-figure each, titled with ``f``, the run seed
+    and its pattern (paper 1, Figure 8; chapter 5)."""
+    heads = max(r.spec.model.heads for r in runs.values())
+    fig = plt.figure(figsize=(heads * 2.3 + 1.0, 3.2 * len(runs)))
+    subs = fig.subfigures(len(runs), 1, squeeze=False)[:, 0]
+    for sub, (name, r) in zip(subs, runs.items()):
+        title = f"f = {name}, seed {r.spec.seed}: {r.pattern().kind}"
+        circuit_heatmaps(r.KQ, r.OV, d, title=title, fig=sub)
+    return fig
+
+
+def activation_dynamics(runs: Mapping[str, object], d: int):
+    """``omega_h`` (solid) and ``mu_h / 10`` (dashed) against the training step (log axis) of one
+    run per activation ``{name of f: run}``, one panel each with a shared y axis (paper 1,
+    Figure 9; chapter 5)."""
+    n = len(runs)
+    fig, axes = plt.subplots(1, n, figsize=(3.3 * n, 3.0), sharey=True, squeeze=False)
+    for ax, (name, r) in zip(axes[0], runs.items()):
+        h = r.history
+        st = h["step"].clamp_min(1).numpy()
+        w, m = omega_of(h["KQ"], d).numpy(), mu_of(h["OV"], d).numpy()  # (T, H)
+        for k in range(w.shape[1]):
+            color = HEAD_COLORS[k % 10]
+            ax.plot(st, w[:, k], color=color, lw=1.5, label=f"omega_{k + 1}")
+            ax.plot(st, m[:, k] / 10, color=color, lw=1.2, ls="--", label=f"mu_{k + 1} / 10")
+        ax.set_xscale("log")
+        ax.axhline(0, color="0.6", lw=0.6)
+        ax.set_title(f"f = {name}")
+        ax.set_xlabel("training step")
+    axes[0, 0].legend(fontsize=7)
+    return fig
