@@ -128,3 +128,22 @@ def gamma_heatmaps(gammas: Sequence[torch.Tensor], titles: Sequence[str], data: 
         ax.set_title(title)
         ax.tick_params(labelsize=7)
     return fig
+
+
+def stacked_circuit_heatmaps(models: Sequence[tuple], d: int, fig=None):
+    """:func:`circuit_heatmaps` of several models, one sub-figure per model, stacked vertically.
+
+    ``models``: ``(KQ (H, D, D), OV (H, N, D), title, head_labels)`` per model (``head_labels``
+    may be ``None``); the models may have different head counts.  One model gives one row (the
+    sub-figures are always a column).  Chapter 7 (paper 1, Figures 15-18).
+    """
+    models = list(models)
+    if not models:
+        raise ValueError("models=[] is invalid: accepted at least one (KQ, OV, title, head_labels)")
+    H_max = max(int(as_array(KQ).shape[0]) for KQ, _, _, _ in models)
+    if fig is None:
+        fig = plt.figure(figsize=(2.2 * H_max + 1.2, 3.9 * len(models)))
+    subs = fig.subfigures(len(models), 1, squeeze=False)[:, 0]
+    for sub, (KQ, OV, title, labels) in zip(subs, models):
+        circuit_heatmaps(KQ, OV, d, title=title, head_labels=labels, fig=sub)
+    return fig
