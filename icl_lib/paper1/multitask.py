@@ -531,7 +531,7 @@ def mode_counts(summaries: dict[int, list[ModeSummary]]) -> "pandas.DataFrame": 
     rows = {H: {mode: sum(s.mode == mode for s in ss) for mode in MODES} for H, ss in summaries.items()}
     df = pd.DataFrame(rows).T
     df.index.name = "H"
-    df["seeds"] = df.sum(1)
+    df["seeds"] = df.sum(axis=1)
     return df
 
 

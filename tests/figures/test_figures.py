@@ -360,3 +360,24 @@ def test_task_loss_plot_one_panel_per_task_with_the_references():
         assert sum(len(c.get_offsets()) for c in ax.collections) == 4  # 2 head counts x 2 seeds
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[:2] == ["kernel", "mixed"] and "Bayes" in labels
+
+
+# ------------------------------------------------------------------------- stacked heatmaps
+def test_stacked_circuit_heatmaps_one_sub_figure_per_model_even_for_one(gen):
+    """One sub-figure per model (a single model included: fig.subfigures(1, 1) is not a list), each with
+    that model's heads, title and labels; a model with fewer heads gets fewer panels."""
+    from icl_lib.figures.heatmaps import stacked_circuit_heatmaps
+
+    KQ3, OV3 = torch.randn(3, 8, 8, generator=gen), torch.randn(3, 2, 8, generator=gen)
+    KQ1, OV1 = torch.randn(1, 8, 8, generator=gen), torch.randn(1, 2, 8, generator=gen)
+    fig = stacked_circuit_heatmaps([(KQ3, OV3, "H = 3", ["a", "b", "c"])], 6)
+    assert len(fig.subfigs) == 1 and fig.subfigs[0].get_suptitle() == "H = 3"
+    panels = [ax for ax in fig.subfigs[0].axes if ax.images]
+    assert len(panels) == 6 and [ax.get_title() for ax in panels[:3]] == ["KQ, a", "KQ, b", "KQ, c"]
+    np.testing.assert_allclose(panels[4].images[0].get_array(), OV3[1].numpy())
+    fig = stacked_circuit_heatmaps([(KQ1, OV1, "H = 1", None), (KQ3, OV3, "H = 3", None)], 6)
+    assert [sf.get_suptitle() for sf in fig.subfigs] == ["H = 1", "H = 3"]
+    assert [sum(1 for ax in sf.axes if ax.images) for sf in fig.subfigs] == [2, 6]
+    assert fig.get_size_inches() == pytest.approx((2.2 * 3 + 1.2, 3.9 * 2))
+    with pytest.raises(ValueError, match="models=\\[\\] is invalid"):
+        stacked_circuit_heatmaps([], 6)
