@@ -91,6 +91,10 @@ __all__ = [
     "mode_history_fractions",
     "MODES",
     "MAX_TASKS",
+    "BAYES_WORK",
+    "TEST_WORK",
+    "max_bayes_draws",
+    "max_test_prompts",
     "WRITE_TOL",
     "SUPPORT_TOL",
     "PATTERN_TOL",
@@ -100,6 +104,8 @@ WRITE_TOL = DUMMY_TOL  # head h writes to task n when |mu_{h,n}| >= WRITE_TOL * 
 SUPPORT_TOL = 0.5  # KQ on S_n: RMS of omega_h off S_n <= SUPPORT_TOL * RMS of omega_h on S_n
 PATTERN_TOL = 0.5  # global pattern (B.4): both ratios of global_pattern below this (chapter 2's 0.5)
 MAX_TASKS = 8  # chapter 7's supports: at most this many tasks (each adds an output row and a label)
+BAYES_WORK = 5 * 10**9  # chapter 7: Bayes Monte Carlo draws x L x sum_n |S_n| (about 5 minutes on a CPU core)
+TEST_WORK = 25 * 10**9  # chapter 7: test prompts x models x max H x L x (d + N) (about 5 minutes on a CPU core)
 MODES = ("kernel", "shared-dGD", "allocated", "superposition", "mixed", "other")
 
 
@@ -169,6 +175,20 @@ def check_supports(supports, d: int, max_tasks: int = MAX_TASKS) -> tuple[tuple[
             fail(f"supports[{n}]", list(S), "a list of distinct coordinates")
         out.append(S)
     return tuple(out)
+
+
+def max_bayes_draws(L: int, supports) -> int:
+    """The most design matrices :func:`reference_risks` may draw for chapter 7's ``n_bayes`` so that
+    its Monte Carlo (``n x L x |S_n|`` normal numbers per task) stays within :data:`BAYES_WORK`."""
+    return max(2, BAYES_WORK // (check_int("L", L, 1) * sum(len(S) for S in supports)))
+
+
+def max_test_prompts(heads: Sequence[int], seeds: int, L: int, D: int) -> int:
+    """The most test prompts :func:`model_task_risk` may use for chapter 7's ``n_test`` so that
+    evaluating ``len(heads) x seeds`` models (padded to ``max(heads)`` heads, tokens of size ``D``)
+    stays within :data:`TEST_WORK`."""
+    models = len(heads) * check_int("seeds", seeds, 1)
+    return max(2, TEST_WORK // (models * max(heads) * check_int("L", L, 1) * check_int("D", D, 1)))
 
 
 # ------------------------------------------------------------------------------ per-task predictors

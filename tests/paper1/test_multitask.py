@@ -17,6 +17,8 @@ from icl_lib.paper1.multitask import (
     bayes_task_risk,
     check_supports,
     classify_mode,
+    max_bayes_draws,
+    max_test_prompts,
     coordinate_groups,
     debiased_gd_all_predict,
     debiased_gd_diag_predict,
@@ -261,6 +263,17 @@ def test_check_supports_names_the_bad_entry():
                       ([[0], 1], r"supports\[1\]")]:
         with pytest.raises(ValueError, match=rf"^{name}=.* is invalid: accepted"):
             check_supports(bad, 6)
+
+
+def test_monte_carlo_caps_bound_the_work():
+    from icl_lib.paper1.multitask import BAYES_WORK, TEST_WORK
+
+    # the defaults (L = 40, supports of 4 + 4, heads 1..4 x 6 seeds, D = 8) are far below the caps
+    assert max_bayes_draws(40, [[0, 1, 2, 3], [2, 3, 4, 5]]) == BAYES_WORK // (40 * 8) > 1_000_000
+    assert max_test_prompts([1, 2, 3, 4], 6, 40, 8) == TEST_WORK // (24 * 4 * 40 * 8) > 200_000
+    # L = 512 with 8 tasks of 32 coordinates: 38,146 draws; 16 heads x 32 seeds at L = 512, D = 40: 2,384 prompts
+    assert max_bayes_draws(512, [list(range(32))] * 8) == 5 * 10**9 // (512 * 256) == 38_146
+    assert max_test_prompts([16], 32, 512, 40) == max(2, 25 * 10**9 // (32 * 16 * 512 * 40)) == 2_384
 
 
 def test_shared_and_single_coordinates_and_the_predicted_ratio():
