@@ -195,7 +195,7 @@ def population_gap_figure(gap: Mapping[str, dict], fits: Mapping[str, object], n
         ax1.errorbar(ns, lh, yerr=2 * se, fmt="o", ms=4, capsize=2, color=color, label=f"E L_hat, {label}")
         ax1.axhline(res["L"].item(), color=color, ls="--", lw=1, label=f"L, {label}")
         fit = fits[label]
-        loglog_points(ns, res["gap"][:, 0], 2 * se, ax=ax2, label=label, fit=fit, color_index=k,
+        loglog_positive_points(ns, res["gap"][:, 0], 2 * se, ax=ax2, label=label, fit=fit, color_index=k,
                       fit_label=f"fit n >= {n_min}: slope {fit.slope:.3f} ± {fit.slope_se:.3f}",
                       ylabel=r"$\mathbb{E}\hat L - L$")
     ax1.set_xscale("log")
@@ -232,7 +232,7 @@ def kappa_rate_figure(kappas, one_minus_mu: Mapping[str, object], fits: Mapping[
     for k, (label, om) in enumerate(one_minus_mu.items()):
         om = torch.as_tensor(om)
         fit = fits[label]
-        loglog_points(kappas, om.mean(1), om.std(1) / math.sqrt(om.shape[1]), ax=ax, label=label, fit=fit,
+        loglog_positive_points(kappas, om.mean(1), om.std(1) / math.sqrt(om.shape[1]), ax=ax, label=label, fit=fit,
                       color_index=k, fit_label=f"slope {fit.slope:+.2f} ± {fit.slope_se:.2f}",
                       xlabel=r"condition number $\kappa$ of $\Sigma$", ylabel=r"$1 - \mu$")
     return fig
@@ -257,3 +257,25 @@ def saddle_figure(curves: Mapping[str, object], L0: float, x_log, t_escape, slop
     ax2.legend(fontsize=8)
     plt.tight_layout()
     return fig
+
+
+def loglog_positive_points(x, y, yerr=None, ax=None, references: Mapping[str, object] | None = None, **kw):
+    """:func:`loglog_points` of the points whose ``x`` and ``y`` are positive and finite (a
+    diverged run or a Monte Carlo value below its noise cannot be shown on log axes); the
+    ``references`` curves are restricted to the same points.  With no such point the axes say so
+    and stay linear.  Chapter 8."""
+    x, y = as_array(x), as_array(y)
+    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    if not keep.any():
+        if ax is None:
+            _, ax = plt.subplots(figsize=(5, 3.6))
+        ax.text(0.5, 0.5, f"{kw.get('label', 'measured')}: no positive finite value to show",
+                transform=ax.transAxes, ha="center", va="center", fontsize=8)
+        ax.set_xlabel(kw.get("xlabel", "$n$"))
+        ax.set_ylabel(kw.get("ylabel", ""))
+        return ax
+    if not keep.all():
+        x, y = x[keep], y[keep]
+        yerr = None if yerr is None else as_array(yerr)[keep]
+        references = {k: as_array(v)[keep] for k, v in (references or {}).items()}
+    return loglog_points(x, y, yerr, ax=ax, references=references, **kw)

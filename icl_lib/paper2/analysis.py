@@ -96,9 +96,18 @@ def wls(X: np.ndarray, y: np.ndarray, sigma: np.ndarray | None = None) -> tuple[
     return coef, cov, r2
 
 
-def loglog_fit(x, y, y_se=None) -> Fit:
-    """Fit ``log y = intercept + slope log x`` (natural logs); ``y_se`` gives weights ``y / y_se``."""
+def loglog_fit(x, y, y_se=None, invalid: str = "raise") -> Fit:
+    """Fit ``log y = intercept + slope log x`` (natural logs); ``y_se`` gives weights ``y / y_se``.
+
+    ``invalid``: what to do when some ``x`` or ``y`` is not a positive finite number (a diverged
+    run, a Monte Carlo gap below its noise): ``"raise"`` a ``ValueError``, or ``"nan"``: return a
+    fit whose numbers are all NaN (chapter 8 then reports the claim as failed).
+    """
+    check_choice("invalid", invalid, ("raise", "nan"))
     x, y = np.asarray(x, float), np.asarray(y, float)
+    if invalid == "nan" and not (np.all(np.isfinite(x) & (x > 0)) and np.all(np.isfinite(y) & (y > 0))):
+        nan = float("nan")
+        return Fit(nan, nan, nan, nan, nan, len(x))
     if np.any(x <= 0) or np.any(y <= 0):
         raise ValueError("x, y are invalid: accepted positive values for a log-log fit")
     sig = None if y_se is None else np.asarray(y_se, float) / y
@@ -167,17 +176,18 @@ def growth_rate(values, lo: float, hi: float) -> RateFit:
     return RateFit(g, g * math.sqrt(cov[1, 1]), r2, t0, t1)
 
 
-def slope_over_repetitions(x, Y) -> Fit:
+def slope_over_repetitions(x, Y, invalid: str = "raise") -> Fit:
     """Log-log slope fitted per repetition (columns of ``Y (N, R)``), then averaged.
 
     ``slope`` and ``intercept`` are the means over repetitions, ``slope_se`` the standard error
     of the mean slope (spread across repetitions), ``r2`` the smallest per-repetition R^2.  With one
-    repetition it is :func:`loglog_fit`.
+    repetition it is :func:`loglog_fit`; ``invalid`` as there (``"nan"``: a repetition with a value
+    that is not positive makes the result NaN).
     """
     Y = torch.as_tensor(Y, dtype=torch.float64).cpu().numpy()
     if Y.ndim == 1:
         Y = Y[:, None]
-    fits = [loglog_fit(x, Y[:, r]) for r in range(Y.shape[1])]
+    fits = [loglog_fit(x, Y[:, r], invalid=invalid) for r in range(Y.shape[1])]
     if len(fits) == 1:
         return fits[0]
     s = np.array([f.slope for f in fits])
@@ -192,6 +202,8 @@ def drift_z(series, blocks: int = 10) -> float:
     loss reached a floor, or is it still moving?)."""
     v = torch.as_tensor(series, dtype=torch.float64).cpu().numpy()
     check_int("blocks", blocks, 4)
+    if not np.all(np.isfinite(v)):
+        return float("nan")  # a diverged run has no floor
     if blocks % 2:
         raise ValueError(f"blocks={blocks} is invalid: accepted an even integer >= 4")
     m = len(v) // blocks
@@ -363,12 +375,13 @@ def whitened_perturbation(problem: Problem, A, B, rel: float, gen: torch.Generat
 def gap_fits(gap: dict, n_min: int = 32) -> dict[str, Fit]:
     """Log-log fit of ``E[L_hat] - L`` against ``n >= n_min`` for every point of
     :func:`icl_lib.paper2.experiments.loss_gap_vs_n`'s result (first repetition), weighted by the
-    Monte Carlo standard errors: is the gap of order ``1/n``?  Chapter 8 (paper 2, Section 4)."""
+    Monte Carlo standard errors: is the gap of order ``1/n``?  NaN where some gap is not positive
+    (below the Monte Carlo noise).  Chapter 8 (paper 2, Section 4)."""
     fits = {}
     for label, res in gap.items():
         ns, se = res["n"].numpy(), res["se"][:, 0].numpy()
         big = ns >= n_min
-        fits[label] = loglog_fit(ns[big], res["gap"][big, 0].numpy(), se[big])
+        fits[label] = loglog_fit(ns[big], res["gap"][big, 0].numpy(), se[big], invalid="nan")
     return fits
 
 
@@ -436,10 +449,13 @@ class FloorFit(NamedTuple):
 def floor_fit(fl: dict) -> FloorFit:
     """Fits of :func:`~icl_lib.paper2.experiments.floor_vs_n`'s floors ``(N, R)``: the log-log
     slope (:func:`slope_over_repetitions`), the bound's local slope, and the power ``k`` of
-    ``floor ~ n^-2 (log n)^k`` fitted on the mean floor.  Chapter 8 (paper 2, Theorem 2)."""
+    ``floor ~ n^-2 (log n)^k`` fitted on the mean floor; NaN where a floor is not positive and
+    finite (Algorithm 1 diverged).  Chapter 8 (paper 2, Theorem 2)."""
     nf = fl["n"].numpy()
-    fit = slope_over_repetitions(nf, fl["floor"])
+    fit = slope_over_repetitions(nf, fl["floor"], invalid="nan")
     n_mid = math.exp(np.log(nf).mean())
-    coef, cov, _ = wls(np.stack([np.ones_like(nf), np.log(np.log(nf))], 1),
-                       np.log(fl["floor"].mean(1).numpy() * nf**2))
+    mean = fl["floor"].mean(1).numpy()  # (N,)
+    if not np.all(np.isfinite(mean) & (mean > 0)):  # a diverged run
+        return FloorFit(fit, n_mid, -2 + 6 / math.log(n_mid), float("nan"), float("nan"))
+    coef, cov, _ = wls(np.stack([np.ones_like(nf), np.log(np.log(nf))], 1), np.log(mean * nf**2))
     return FloorFit(fit, n_mid, -2 + 6 / math.log(n_mid), float(coef[1]), math.sqrt(cov[1, 1]))
