@@ -445,3 +445,21 @@ def test_saddle_figure_plateau_and_predicted_escape_line():
     assert next(ln for ln in left.lines if ln.get_label() == "fin").get_linestyle() == ":"
     pred = next(ln for ln in right.lines if ln.get_label() == "predicted slope 4.00")
     np.testing.assert_allclose(pred.get_ydata(), 12 + 4.0 * (x_log - 2.5))  # through the mean of points 2..
+
+
+def test_loglog_positive_points_drops_what_log_axes_cannot_show():
+    """Points (and the matching reference values) that are not positive and finite are left out; with
+    none left the axes carry a note and stay linear instead of failing to draw."""
+    from icl_lib.figures.curves import loglog_positive_points
+
+    x, y = np.array([1.0, 2.0, 4.0, 8.0]), np.array([1.0, np.nan, -0.5, 0.125])
+    ax = loglog_positive_points(x, y, yerr=0.1 * np.abs(y), references={"ref": 1 / x}, label="pts")
+    np.testing.assert_allclose(ax.containers[0].lines[0].get_xdata(), [1.0, 8.0])
+    ref = next(ln for ln in ax.lines if ln.get_label() == "ref")
+    np.testing.assert_allclose(ref.get_ydata(), [1.0, 0.125])
+    assert ax.get_yscale() == "log"
+    ax = loglog_positive_points(x, np.full(4, np.nan), label="floor", ylabel="excess")
+    assert ax.get_yscale() == "linear" and "floor: no positive finite value" in ax.texts[0].get_text()
+    ax.figure.canvas.draw()  # draws without "Data cannot be log-scaled"
+    ax = loglog_positive_points(x, 1 / x)  # all valid: loglog_points itself
+    np.testing.assert_allclose(ax.containers[0].lines[0].get_ydata(), 1 / x)

@@ -310,3 +310,23 @@ def test_factor_balance_and_convergence_values(problem):
     assert v["floor_noreg"] == pytest.approx(1e-5) and v["z_noreg"] == -1.0
     assert v["imb_noreg"] == bal["no_reg"][0] and v["B_alg1"] == bal["alg1"][2]
     assert all(isinstance(x, float) for x in v.values()) and len(v) == 17
+
+
+def test_fits_of_diverged_runs_are_nan_not_errors():
+    """A diverged run (NaN, or 1 - mu <= 0) makes chapter 8's fits NaN when asked, instead of raising."""
+    from icl_lib.paper2.analysis import floor_fit
+
+    x = np.array([1.0, 4.0, 16.0])
+    for bad in ([0.2, np.nan, 0.1], [0.2, -0.01, 0.1]):
+        with pytest.raises(ValueError, match="positive values"):
+            loglog_fit(x, np.array([0.2, -0.01, 0.1]))
+        f = loglog_fit(x, np.array(bad), invalid="nan")
+        assert math.isnan(f.slope) and math.isnan(f.slope_se) and f.n_points == 3
+        Y = np.stack([0.3 * x**-0.5, np.array(bad)], 1)
+        assert math.isnan(slope_over_repetitions(x, Y, invalid="nan").slope)
+    good = slope_over_repetitions(x, np.stack([0.3 * x**-0.5, 0.2 * x**-0.5], 1), invalid="nan")
+    assert good.slope == pytest.approx(-0.5)
+    assert math.isnan(drift_z(np.r_[np.ones(50), np.nan]))
+    fl = {"n": torch.tensor([64.0, 128, 256], dtype=DT), "floor": torch.tensor([[1e-4], [np.nan], [1e-5]], dtype=DT)}
+    ff = floor_fit(fl)
+    assert math.isnan(ff.fit.slope) and math.isnan(ff.k) and ff.slope_bound == pytest.approx(-2 + 6 / math.log(128))
