@@ -6,11 +6,12 @@ accepted, e.g. ``heads=0 is invalid: accepted an integer in [1, 256]``, before a
 
 from __future__ import annotations
 
+import ast
 import math
 import numbers
 from typing import Any, Sequence
 
-__all__ = ["fail", "check_int", "check_float", "check_choice", "check_int_list", "check_float_list"]
+__all__ = ["fail", "check_int", "check_float", "check_choice", "check_int_list", "check_float_list", "literal_list"]
 
 
 def fail(name: str, value: Any, accepted: str) -> None:
@@ -90,3 +91,18 @@ def _interval_text(lo, hi, lo_open, hi_open) -> str:
     left = "(" if lo is None or lo_open else "["
     right = ")" if hi is None or hi_open else "]"
     return f"{left}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{right}"
+
+
+def literal_list(name: str, value: Any) -> Any:
+    """A list parameter typed on papermill's command line as the list it spells.
+
+    ``papermill -p heads [3]`` passes the *string* ``"[3]"`` (``-p`` converts only numbers,
+    booleans and ``None``); a string that starts with ``[`` or ``(`` is read as a Python literal
+    (``ast.literal_eval``), anything else is returned unchanged for the parameter's own check.
+    """
+    if not isinstance(value, str) or not value.strip().startswith(("[", "(")):
+        return value
+    try:
+        return ast.literal_eval(value.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        fail(name, value, "a list literal such as [1, 2]")

@@ -50,3 +50,17 @@ def test_profile_env_override(monkeypatch):
     assert resolve_profile("auto", "cpu") == "quick"
     assert train_config("paper").steps == 500_000 and train_config("paper").lr == 1e-3
     assert train_config("quick", steps=None, lr=0.01).lr == 0.01
+
+
+def test_literal_list_reads_lists_typed_on_the_command_line():
+    """papermill -p passes "[3]" as a string: literal_list reads it; other values pass through unchanged."""
+    from icl_lib.validate import literal_list
+
+    assert literal_list("heads", "[3]") == [3]
+    assert literal_list("supports", " [[0, 1], [1, 2]] ") == [[0, 1], [1, 2]]
+    assert literal_list("kappas", "(1, 4.5)") == (1, 4.5)
+    assert literal_list("heads", 3) == 3 and literal_list("profile", "auto") == "auto"
+    assert literal_list("heads", [1, 2]) == [1, 2] and literal_list("steps", None) is None
+    for bad in ("[1, 2", "[x]", "[1] + [2]"):
+        with pytest.raises(ValueError, match=r"^heads='.*' is invalid: accepted a list literal"):
+            literal_list("heads", bad)

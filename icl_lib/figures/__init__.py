@@ -12,15 +12,33 @@ The mathematics modules of the library import no plotting code; chapters import 
 (``from icl_lib import figures``), which sets the book's style.
 """
 
-from .curves import dynamics, excess_curves, loglog_points, loss_curves, plot_against_L
-from .curves import head_split_curves, length_loss_curves, rho_distances  # chapter 6
+from .curves import (
+    dynamics,
+    excess_curves,
+    head_split_curves,
+    kappa_rate_figure,
+    length_loss_curves,
+    loglog_points,
+    loglog_positive_points,
+    loss_curves,
+    method_comparison_figure,
+    plot_against_L,
+    population_gap_figure,
+    rho_distances,
+    saddle_figure,
+)
 from .flows import compare_figure, phase_figure
-from .heatmaps import circuit_heatmaps, gamma_heatmaps, matrix_heatmaps, snapshot_heatmaps
-from .heatmaps import inverse_heatmaps, pattern_with_matrices  # chapter 6
-from .landscape import landscape_panels
-from .optimality import activation_circuits, activation_dynamics, bayes_ratio_plot, linear_softmax_plot
-from .stages import stage_dynamics_figure, stage_timeline
+from .heatmaps import (
+    circuit_heatmaps,
+    gamma_heatmaps,
+    inverse_heatmaps,
+    matrix_heatmaps,
+    pattern_with_matrices,
+    snapshot_heatmaps,
+    stacked_circuit_heatmaps,
+)
 from .landscape import landscape_panels, norm_violins, valley_figure
+from .optimality import activation_circuits, activation_dynamics, bayes_ratio_plot, linear_softmax_plot
 from .stages import gd_comparison_figure, stage_dynamics_figure, stage_timeline
 from .strips import task_loss_plot
 from .style import CMAP, HEAD_COLORS, set_style
@@ -37,23 +55,29 @@ __all__ = [
     "excess_curves",
     "gamma_heatmaps",
     "gd_comparison_figure",
+    "head_split_curves",
+    "inverse_heatmaps",
+    "kappa_rate_figure",
     "landscape_panels",
+    "length_loss_curves",
     "linear_softmax_plot",
     "loglog_points",
+    "loglog_positive_points",
     "loss_curves",
     "matrix_heatmaps",
+    "method_comparison_figure",
     "norm_violins",
+    "pattern_with_matrices",
     "phase_figure",
     "plot_against_L",
+    "population_gap_figure",
+    "rho_distances",
+    "saddle_figure",
     "set_style",
     "snapshot_heatmaps",
+    "stacked_circuit_heatmaps",
     "stage_dynamics_figure",
     "stage_timeline",
     "task_loss_plot",
-    "head_split_curves",  # chapter 6
-    "inverse_heatmaps",
-    "length_loss_curves",
-    "pattern_with_matrices",
-    "rho_distances",
     "valley_figure",
 ]

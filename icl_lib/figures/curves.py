@@ -19,7 +19,21 @@ from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
 from .style import HEAD_COLORS, as_array
 
-__all__ = ["dynamics", "loss_curves", "plot_against_L", "excess_curves", "loglog_points"]
+__all__ = [
+    "dynamics",
+    "loss_curves",
+    "plot_against_L",
+    "excess_curves",
+    "loglog_points",
+    "head_split_curves",
+    "length_loss_curves",
+    "rho_distances",
+    "population_gap_figure",
+    "method_comparison_figure",
+    "kappa_rate_figure",
+    "saddle_figure",
+    "loglog_positive_points",
+]
 
 _TINY = 1e-32  # below float64 round-off of the excess loss
 
@@ -238,4 +252,102 @@ def rho_distances(points):
     return ax
 
 
-__all__ += ["head_split_curves", "length_loss_curves", "rho_distances"]
+def population_gap_figure(gap: Mapping[str, dict], fits: Mapping[str, object], n_min: int = 32):
+    """Chapter 8's population-loss figure (paper 2, Section 4), one colour per point.
+
+    Left: the Monte Carlo ``E[L_hat]`` against ``n`` (+-2 standard errors) and the closed form
+    ``L`` (dashed); right: the gap ``E[L_hat] - L`` on log-log axes with its fitted power law
+    (``fits``: :func:`icl_lib.paper2.analysis.gap_fits` over ``n >= n_min``).  ``gap`` is
+    :func:`icl_lib.paper2.experiments.loss_gap_vs_n`'s result (first repetition shown).
+    """
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for k, (label, res) in enumerate(gap.items()):
+        ns, lh, se = res["n"].numpy(), res["L_hat"][:, 0].numpy(), res["se"][:, 0].numpy()
+        color = HEAD_COLORS[k]
+        ax1.errorbar(ns, lh, yerr=2 * se, fmt="o", ms=4, capsize=2, color=color, label=f"E L_hat, {label}")
+        ax1.axhline(res["L"].item(), color=color, ls="--", lw=1, label=f"L, {label}")
+        fit = fits[label]
+        loglog_positive_points(ns, res["gap"][:, 0], 2 * se, ax=ax2, label=label, fit=fit, color_index=k,
+                      fit_label=f"fit n >= {n_min}: slope {fit.slope:.3f} ± {fit.slope_se:.3f}",
+                      ylabel=r"$\mathbb{E}\hat L - L$")
+    ax1.set_xscale("log")
+    ax1.set_xlabel("$n$")
+    ax1.set_ylabel("loss")
+    ax1.legend(fontsize=7)
+    plt.tight_layout()
+    return fig
+
+
+def method_comparison_figure(population: Mapping[str, object], finite: Mapping[str, object], floor: float,
+                             finite_title: str, floor_label: str = "Algorithm 1 floor"):
+    """Chapter 8's comparison of Algorithm 1 with its baselines (paper 2, Theorem 2): excess loss
+    against the iteration, ``{label: excess (T+1, R)}`` with the population oracle (left) and the
+    finite-n oracle (right, titled ``finite_title``, with the dotted ``floor``)."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    excess_curves(population, ax=ax1)
+    ax1.set_title("population oracle ($n = \\infty$)")
+    excess_curves(finite, ax=ax2, floor=floor, floor_label=floor_label)
+    ax2.set_title(finite_title)
+    plt.tight_layout()
+    return fig
+
+
+def kappa_rate_figure(kappas, one_minus_mu: Mapping[str, object], fits: Mapping[str, object]):
+    """Chapter 8's rate against the condition number: ``1 - mu`` ``{label: (len(kappas), R)}``
+    (mean +- standard error over the ``R`` problems) on log-log axes with the fitted power laws
+    ``fits`` (:func:`icl_lib.paper2.analysis.slope_over_repetitions`), one colour per method."""
+    import math
+
+    import torch
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for k, (label, om) in enumerate(one_minus_mu.items()):
+        om = torch.as_tensor(om)
+        fit = fits[label]
+        loglog_positive_points(kappas, om.mean(1), om.std(1) / math.sqrt(om.shape[1]), ax=ax, label=label, fit=fit,
+                      color_index=k, fit_label=f"slope {fit.slope:+.2f} ± {fit.slope_se:.2f}",
+                      xlabel=r"condition number $\kappa$ of $\Sigma$", ylabel=r"$1 - \mu$")
+    return fig
+
+
+def saddle_figure(curves: Mapping[str, object], L0: float, x_log, t_escape, slope_pred: float,
+                  styles: Mapping[str, str] | None = None):
+    """Chapter 8's saddle figure (paper 2, Section 1.1).  Left: excess loss curves ``{label: (T+1, R)}``
+    with the plateau ``L(0) - L*`` dashed; right: escape times against ``ln(1/eps)`` with the
+    predicted slope drawn through the mean of all points but the first (the largest start)."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    excess_curves(curves, ax=ax1, styles=styles)
+    ax1.axhline(L0, color="0.3", ls="--", lw=1, label=r"$L(0) - L^\star$ (saddle)")
+    ax1.set_ylim(1e-12, 3 * L0)
+    ax1.legend(fontsize=7)
+    x_log, t_escape = as_array(x_log), as_array(t_escape)
+    ax2.plot(x_log, t_escape, "o", label="measured")
+    ax2.plot(x_log, t_escape[1:].mean() + slope_pred * (x_log - x_log[1:].mean()), "--", color="0.3",
+             label=f"predicted slope {slope_pred:.2f}")
+    ax2.set_xlabel(r"$\ln(1/\varepsilon)$")
+    ax2.set_ylabel("escape time (steps)")
+    ax2.legend(fontsize=8)
+    plt.tight_layout()
+    return fig
+
+
+def loglog_positive_points(x, y, yerr=None, ax=None, references: Mapping[str, object] | None = None, **kw):
+    """:func:`loglog_points` of the points whose ``x`` and ``y`` are positive and finite (a
+    diverged run or a Monte Carlo value below its noise cannot be shown on log axes); the
+    ``references`` curves are restricted to the same points.  With no such point the axes say so
+    and stay linear.  Chapter 8."""
+    x, y = as_array(x), as_array(y)
+    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    if not keep.any():
+        if ax is None:
+            _, ax = plt.subplots(figsize=(5, 3.6))
+        ax.text(0.5, 0.5, f"{kw.get('label', 'measured')}: no positive finite value to show",
+                transform=ax.transAxes, ha="center", va="center", fontsize=8)
+        ax.set_xlabel(kw.get("xlabel", "$n$"))
+        ax.set_ylabel(kw.get("ylabel", ""))
+        return ax
+    if not keep.all():
+        x, y = x[keep], y[keep]
+        yerr = None if yerr is None else as_array(yerr)[keep]
+        references = {k: as_array(v)[keep] for k, v in (references or {}).items()}
+    return loglog_points(x, y, yerr, ax=ax, references=references, **kw)

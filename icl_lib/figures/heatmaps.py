@@ -20,7 +20,15 @@ from matplotlib.patches import Rectangle
 from ..config import DataConfig
 from .style import CMAP, as_array
 
-__all__ = ["circuit_heatmaps", "snapshot_heatmaps", "matrix_heatmaps", "gamma_heatmaps"]
+__all__ = [
+    "circuit_heatmaps",
+    "snapshot_heatmaps",
+    "matrix_heatmaps",
+    "gamma_heatmaps",
+    "pattern_with_matrices",
+    "inverse_heatmaps",
+    "stacked_circuit_heatmaps",
+]
 
 
 def circuit_heatmaps(
@@ -161,4 +169,20 @@ def inverse_heatmaps(KQ, d: int, Sigma, Gamma_star):
     return matrix_heatmaps(panels, fig=plt.figure(figsize=(12, 3.4)), share_scale=True)
 
 
-__all__ += ["pattern_with_matrices", "inverse_heatmaps"]
+def stacked_circuit_heatmaps(models: Sequence[tuple], d: int, fig=None):
+    """:func:`circuit_heatmaps` of several models, one sub-figure per model, stacked vertically.
+
+    ``models``: ``(KQ (H, D, D), OV (H, N, D), title, head_labels)`` per model (``head_labels``
+    may be ``None``); the models may have different head counts.  One model gives one row (the
+    sub-figures are always a column).  Chapter 7 (paper 1, Figures 15-18).
+    """
+    models = list(models)
+    if not models:
+        raise ValueError("models=[] is invalid: accepted at least one (KQ, OV, title, head_labels)")
+    H_max = max(int(as_array(KQ).shape[0]) for KQ, _, _, _ in models)
+    if fig is None:
+        fig = plt.figure(figsize=(2.2 * H_max + 1.2, 3.9 * len(models)))
+    subs = fig.subfigures(len(models), 1, squeeze=False)[:, 0]
+    for sub, (KQ, OV, title, labels) in zip(subs, models):
+        circuit_heatmaps(KQ, OV, d, title=title, head_labels=labels, fig=sub)
+    return fig

@@ -42,6 +42,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
 
 from ..circuits import DUMMY_TOL, kq_diagonal, mu_matrix
@@ -49,11 +50,13 @@ from ..config import DataConfig
 from ..data import Batch, sample_chunks
 from ..estimators import debiased_gd_predict, ridge_predict
 from ..seeding import derive_seed, generator
-from ..validate import check_float, check_int
+from ..validate import check_float, check_int, check_int_list, fail
 
 __all__ = [
     "CoordinateGroup",
     "coordinate_groups",
+    "shared_and_single",
+    "check_supports",
     "task_batch",
     "debiased_gd_support_predict",
     "debiased_gd_all_predict",
@@ -76,7 +79,22 @@ __all__ = [
     "expected_mode",
     "mode_history",
     "global_pattern",
+    "predicted_shared_ratio",
+    "global_pattern_table",
+    "paper_mode_table",
+    "paper_mode_fractions",
+    "shown_seeds",
+    "per_model_table",
+    "median_gamma_off",
+    "task_loss_table",
+    "relative_gaps",
+    "mode_history_fractions",
     "MODES",
+    "MAX_TASKS",
+    "BAYES_WORK",
+    "TEST_WORK",
+    "max_bayes_draws",
+    "max_test_prompts",
     "WRITE_TOL",
     "SUPPORT_TOL",
     "PATTERN_TOL",
@@ -85,6 +103,9 @@ __all__ = [
 WRITE_TOL = DUMMY_TOL  # head h writes to task n when |mu_{h,n}| >= WRITE_TOL * max_{h',n'} |mu_{h',n'}|
 SUPPORT_TOL = 0.5  # KQ on S_n: RMS of omega_h off S_n <= SUPPORT_TOL * RMS of omega_h on S_n
 PATTERN_TOL = 0.5  # global pattern (B.4): both ratios of global_pattern below this (chapter 2's 0.5)
+MAX_TASKS = 8  # chapter 7's supports: at most this many tasks (each adds an output row and a label)
+BAYES_WORK = 5 * 10**9  # chapter 7: Bayes Monte Carlo draws x L x sum_n |S_n| (about 5 minutes on a CPU core)
+TEST_WORK = 25 * 10**9  # chapter 7: test prompts x models x max H x L x (d + N) (about 5 minutes on a CPU core)
 MODES = ("kernel", "shared-dGD", "allocated", "superposition", "mixed", "other")
 
 
@@ -100,6 +121,16 @@ class CoordinateGroup:
 
 def _supports(data: DataConfig) -> tuple[tuple[int, ...], ...]:
     return data.supports if data.supports is not None else (tuple(range(data.d)),)
+
+
+def shared_and_single(data: DataConfig) -> tuple[list[int], list[int]]:
+    """The coordinates read by at least two tasks and those read by exactly one (0-based, in the
+    order of :func:`coordinate_groups`): the two sides of the "shared / single-task" KQ ratio of
+    paper 1, B.4 (i)-(ii).  Chapter 7."""
+    groups = coordinate_groups(data)
+    shared = [j for g in groups if len(g.tasks) >= 2 for j in g.coords]
+    single = [j for g in groups if len(g.tasks) == 1 for j in g.coords]
+    return shared, single
 
 
 def coordinate_groups(data: DataConfig) -> list[CoordinateGroup]:
@@ -125,6 +156,39 @@ def coordinate_groups(data: DataConfig) -> list[CoordinateGroup]:
             name = "tasks " + ",".join(str(n + 1) for n in tasks)
         groups.append(CoordinateGroup(name, tuple(coords), tasks))
     return groups
+
+
+def check_supports(supports, d: int, max_tasks: int = MAX_TASKS) -> tuple[tuple[int, ...], ...]:
+    """Chapter 7's ``supports`` parameter: 2 to ``max_tasks`` tasks, each a non-empty list of
+    distinct 0-based coordinates in ``[0, d - 1]`` (the ``S_n`` of paper 1, Definition B.1).
+
+    Returns it as a tuple of tuples; a bad value raises the library's ``ValueError`` naming
+    ``supports`` (or ``supports[n]``, ``supports[n][i]``).
+    """
+    d = check_int("d", d, 1)
+    if not isinstance(supports, (list, tuple)) or not 2 <= len(supports) <= max_tasks:
+        fail("supports", supports, f"a list of 2 to {max_tasks} tasks, each a list of coordinates in [0, {d - 1}]")
+    out = []
+    for n, S in enumerate(supports):
+        S = check_int_list(f"supports[{n}]", S, 0, d - 1)
+        if len(set(S)) != len(S):
+            fail(f"supports[{n}]", list(S), "a list of distinct coordinates")
+        out.append(S)
+    return tuple(out)
+
+
+def max_bayes_draws(L: int, supports) -> int:
+    """The most design matrices :func:`reference_risks` may draw for chapter 7's ``n_bayes`` so that
+    its Monte Carlo (``n x L x |S_n|`` normal numbers per task) stays within :data:`BAYES_WORK`."""
+    return max(2, BAYES_WORK // (check_int("L", L, 1) * sum(len(S) for S in supports)))
+
+
+def max_test_prompts(heads: Sequence[int], seeds: int, L: int, D: int) -> int:
+    """The most test prompts :func:`model_task_risk` may use for chapter 7's ``n_test`` so that
+    evaluating ``len(heads) x seeds`` models (padded to ``max(heads)`` heads, tokens of size ``D``)
+    stays within :data:`TEST_WORK`."""
+    models = len(heads) * check_int("seeds", seeds, 1)
+    return max(2, TEST_WORK // (models * max(heads) * check_int("L", L, 1) * check_int("D", D, 1)))
 
 
 # ------------------------------------------------------------------------------ per-task predictors
@@ -374,9 +438,7 @@ class ModeSummary:
 
 def _shared_ratio(w: torch.Tensor, data: DataConfig, live: torch.Tensor) -> float:
     """``mean_h |mean omega_h over shared| / mean_h |mean omega_h over single-task coordinates|``."""
-    groups = coordinate_groups(data)
-    shared = [j for g in groups if len(g.tasks) >= 2 for j in g.coords]
-    single = [j for g in groups if len(g.tasks) == 1 for j in g.coords]
+    shared, single = shared_and_single(data)
     if not shared or not single or not bool(live.any()):
         return float("nan")
     ws = w[live][:, shared].mean(-1).abs().mean()
@@ -489,7 +551,7 @@ def mode_counts(summaries: dict[int, list[ModeSummary]]) -> "pandas.DataFrame": 
     rows = {H: {mode: sum(s.mode == mode for s in ss) for mode in MODES} for H, ss in summaries.items()}
     df = pd.DataFrame(rows).T
     df.index.name = "H"
-    df["seeds"] = df.sum(1)
+    df["seeds"] = df.sum(axis=1)
     return df
 
 
@@ -530,4 +592,126 @@ def global_pattern(KQ: torch.Tensor, OV: torch.Tensor, data: DataConfig) -> tupl
     return kq_off, ov_off
 
 
-# ------------------------------------------------------------------------------ figures
+# ------------------------------------------------------------------------------ chapter 7's tables
+# ``sweep`` is :func:`icl_lib.paper1.sweeps.heads_sweep`'s ``{H: [Run per seed]}`` and ``modes`` the
+# matching ``{H: [ModeSummary per seed]}`` of :func:`classify_mode`; rows follow their order.
+
+
+def predicted_shared_ratio(data: DataConfig) -> float:
+    """The shared / single-task ratio of the best shared debiased GD (paper 1, B.4 (ii)):
+    ``mean gamma over shared coordinates / mean gamma over single-task ones`` for the
+    pre-conditioner of :func:`optimal_gamma_shared`; NaN when either side is empty.  Chapter 7."""
+    shared, single = shared_and_single(data)
+    if not shared or not single:
+        return float("nan")
+    gamma = optimal_gamma_shared(data)  # (d,)
+    return float(gamma[shared].mean() / gamma[single].mean())
+
+
+def global_pattern_table(sweep: dict, data: DataConfig) -> "pandas.DataFrame":  # noqa: F821
+    """Paper 1, B.4's global pattern of every model: :func:`global_pattern`'s two ratios
+    (``KQ off-diagonal``, ``OV off-pattern``), one row per ``(H, seed)``.  Chapter 7."""
+    import pandas as pd
+
+    rows = []
+    for H, runs in sweep.items():
+        for r in runs:
+            kq_off, ov_off = global_pattern(r.KQ, r.OV, data)
+            rows.append({"H": H, "seed": r.spec.seed, "KQ off-diagonal": kq_off, "OV off-pattern": ov_off})
+    return pd.DataFrame(rows).set_index(["H", "seed"])
+
+
+def paper_mode_table(modes: dict, N: int) -> "pandas.DataFrame":  # noqa: F821
+    """:func:`mode_counts` with a last column ``paper's mode``, :func:`expected_mode` of each head
+    count for ``N`` tasks (paper 1, B.4).  Chapter 7."""
+    tab = mode_counts(modes)
+    tab["paper's mode"] = [expected_mode(H, N) for H in tab.index]
+    return tab
+
+
+def paper_mode_fractions(modes: dict, N: int) -> "pandas.DataFrame":  # noqa: F821
+    """Per head count (index ``H``): the paper's mode for ``N`` tasks (``mode``), how many seeds
+    are in it (``in mode``), the number of seeds (``seeds``) and their ratio (``fraction``).
+    Chapter 7's mode claims (paper 1, B.4)."""
+    import pandas as pd
+
+    rows = []
+    for H, ss in modes.items():
+        want = expected_mode(H, N)
+        k = sum(s.mode == want for s in ss)
+        rows.append({"H": H, "mode": want, "in mode": k, "seeds": len(ss), "fraction": k / len(ss)})
+    return pd.DataFrame(rows).set_index("H")
+
+
+def shown_seeds(modes: dict, N: int) -> dict[int, int]:
+    """``{H: k}``: the position of the first seed of head count ``H`` in the paper's mode for ``N``
+    tasks, 0 when none is (the model chapter 7 shows for each ``H``)."""
+    return {H: next((k for k, s in enumerate(ss) if s.mode == expected_mode(H, N)), 0) for H, ss in modes.items()}
+
+
+def per_model_table(sweep: dict, modes: dict) -> "pandas.DataFrame":  # noqa: F821
+    """One row per ``(H, seed)``: its mode, its heads' roles (``+1 -2 | ...``), the shared /
+    single-task KQ ratio and, per task ``n``, ``Gamma_n off/on`` (the RMS of ``Gamma_n`` off
+    ``S_n`` over its RMS on ``S_n``).  Chapter 7 (paper 1, B.4)."""
+    import pandas as pd
+
+    rows = []
+    for H, runs in sweep.items():
+        for r, s in zip(runs, modes[H]):
+            row = {"H": H, "seed": r.spec.seed, "mode": s.mode, "heads": "  |  ".join(s.labels),
+                   "shared/single KQ": s.shared_ratio}
+            row.update({f"Gamma_{n + 1} off/on": v for n, v in enumerate(s.gamma_off_ratio)})
+            rows.append(row)
+    return pd.DataFrame(rows).set_index(["H", "seed"])
+
+
+def median_gamma_off(modes: dict) -> dict[int, float]:
+    """``{H: median over seeds of max_n RMS(Gamma_n off S_n) / RMS(Gamma_n on S_n)}``: is the
+    worse task's effective pre-conditioner on its support (paper 1, C.3)?  Chapter 7."""
+    return {H: float(np.median([max(s.gamma_off_ratio) for s in ss])) for H, ss in modes.items()}
+
+
+def task_loss_table(sweep: dict, modes: dict, data: DataConfig, n: int = 20_000, seed: int = 0) -> "pandas.DataFrame":  # noqa: F821,E501
+    """Per-task test ICL loss of every model of the sweep on one shared set of ``n`` fresh prompts
+    (:func:`model_task_risk` with ``seed``): one row per (model, task) with columns ``H``,
+    ``seed``, ``task`` (1-based), ``loss``, ``se`` (its Monte Carlo standard error) and ``mode``.
+    Chapter 7 (paper 1, C.3)."""
+    import pandas as pd
+
+    from ..engine import stack_models
+
+    runs = [r for rs in sweep.values() for r in rs]
+    mode_of = [s.mode for H in sweep for s in modes[H]]  # aligned with runs
+    risk, risk_se = model_task_risk(stack_models(runs), data, n=n, seed=seed)  # (R, N), (R, N)
+    rows = [{"H": r.spec.model.heads, "seed": r.spec.seed, "task": t + 1, "loss": float(risk[k, t]),
+             "se": float(risk_se[k, t]), "mode": mode_of[k]}
+            for k, r in enumerate(runs) for t in range(data.n_tasks)]
+    return pd.DataFrame(rows)
+
+
+def relative_gaps(values, reference) -> list[float]:
+    """``[values[t] / reference[t] - 1 for t in reference's index]``: per-task relative gaps of
+    losses to a reference (two ``pandas.Series`` indexed by task).  Chapter 7's loss claims."""
+    return [float(values[t] / reference[t] - 1) for t in reference.index]
+
+
+def mode_history_fractions(sweep: dict, data: DataConfig):
+    """When do the modes form?  :func:`mode_history` of every run, as the fraction of seeds in the
+    paper's mode at every logged step (paper 1, B.4; chapter 7).
+
+    Returns ``(steps (T,), {"H = 3 (superposition)": fraction (T,), ...}, first_alloc)`` where
+    ``first_alloc`` is the first logged step at which some seed with ``H >= 2N`` has allocated
+    heads (``None`` when there is no such ``H`` or no seed ever has them).
+    """
+    N = data.n_tasks
+    steps = next(iter(sweep.values()))[0].history["step"].numpy()
+    fractions, first_alloc = {}, None
+    for H, runs in sweep.items():
+        want = expected_mode(H, N)
+        hist = np.array([[m == want for m in mode_history(r.history["KQ"], r.history["OV"], data)]
+                         for r in runs])  # (seeds, T)
+        fractions[f"H = {H} ({want})"] = hist.mean(0)
+        if want == "allocated" and hist.any():
+            t = float(steps[hist.any(0).argmax()])
+            first_alloc = t if first_alloc is None else min(first_alloc, t)
+    return steps, fractions, first_alloc

@@ -46,6 +46,13 @@ __all__ = [
     "manifold_distance",
     "LossMC",
     "mc_loss",
+    "whitened_perturbation",
+    "gap_fits",
+    "gap_extrapolation",
+    "SaddleFit",
+    "saddle_fit",
+    "FloorFit",
+    "floor_fit",
 ]
 
 
@@ -89,9 +96,18 @@ def wls(X: np.ndarray, y: np.ndarray, sigma: np.ndarray | None = None) -> tuple[
     return coef, cov, r2
 
 
-def loglog_fit(x, y, y_se=None) -> Fit:
-    """Fit ``log y = intercept + slope log x`` (natural logs); ``y_se`` gives weights ``y / y_se``."""
+def loglog_fit(x, y, y_se=None, invalid: str = "raise") -> Fit:
+    """Fit ``log y = intercept + slope log x`` (natural logs); ``y_se`` gives weights ``y / y_se``.
+
+    ``invalid``: what to do when some ``x`` or ``y`` is not a positive finite number (a diverged
+    run, a Monte Carlo gap below its noise): ``"raise"`` a ``ValueError``, or ``"nan"``: return a
+    fit whose numbers are all NaN (chapter 8 then reports the claim as failed).
+    """
+    check_choice("invalid", invalid, ("raise", "nan"))
     x, y = np.asarray(x, float), np.asarray(y, float)
+    if invalid == "nan" and not (np.all(np.isfinite(x) & (x > 0)) and np.all(np.isfinite(y) & (y > 0))):
+        nan = float("nan")
+        return Fit(nan, nan, nan, nan, nan, len(x))
     if np.any(x <= 0) or np.any(y <= 0):
         raise ValueError("x, y are invalid: accepted positive values for a log-log fit")
     sig = None if y_se is None else np.asarray(y_se, float) / y
@@ -160,17 +176,18 @@ def growth_rate(values, lo: float, hi: float) -> RateFit:
     return RateFit(g, g * math.sqrt(cov[1, 1]), r2, t0, t1)
 
 
-def slope_over_repetitions(x, Y) -> Fit:
+def slope_over_repetitions(x, Y, invalid: str = "raise") -> Fit:
     """Log-log slope fitted per repetition (columns of ``Y (N, R)``), then averaged.
 
     ``slope`` and ``intercept`` are the means over repetitions, ``slope_se`` the standard error
     of the mean slope (spread across repetitions), ``r2`` the smallest per-repetition R^2.  With one
-    repetition it is :func:`loglog_fit`.
+    repetition it is :func:`loglog_fit`; ``invalid`` as there (``"nan"``: a repetition with a value
+    that is not positive makes the result NaN).
     """
     Y = torch.as_tensor(Y, dtype=torch.float64).cpu().numpy()
     if Y.ndim == 1:
         Y = Y[:, None]
-    fits = [loglog_fit(x, Y[:, r]) for r in range(Y.shape[1])]
+    fits = [loglog_fit(x, Y[:, r], invalid=invalid) for r in range(Y.shape[1])]
     if len(fits) == 1:
         return fits[0]
     s = np.array([f.slope for f in fits])
@@ -185,6 +202,8 @@ def drift_z(series, blocks: int = 10) -> float:
     loss reached a floor, or is it still moving?)."""
     v = torch.as_tensor(series, dtype=torch.float64).cpu().numpy()
     check_int("blocks", blocks, 4)
+    if not np.all(np.isfinite(v)):
+        return float("nan")  # a diverged run has no floor
     if blocks % 2:
         raise ValueError(f"blocks={blocks} is invalid: accepted an even integer >= 4")
     m = len(v) // blocks
@@ -334,3 +353,109 @@ def mc_loss(problem: Problem, A, B, n: int, K: int, gen: torch.Generator) -> Los
     v = torch.cat(vals, 1)  # (R, K)
     L = population_loss(A, B, problem.M, problem.Sigma, problem.noise_var)
     return LossMC(n, v.mean(1), v.std(1) / math.sqrt(K), L)
+
+
+# ------------------------------------------------------------------------------ chapter 8's fits
+def whitened_perturbation(problem: Problem, A, B, rel: float, gen: torch.Generator):
+    """A point whose whitened factors ``A~ = A Sigma^{1/2}``, ``B~ = Sigma^{1/2} B Sigma^{1/2}`` are
+    those of ``(A, B)`` with every entry multiplied by ``1 + rel z``, ``z ~ N(0, 1)`` (first all of
+    ``A~``'s, then ``B~``'s, from ``gen``); returns ``(A' (R, p, d), B' (R, d, d))``.
+
+    Perturbing in whitened coordinates keeps the test point of chapter 8's population-loss check
+    (paper 2, Section 4) independent of the condition number of ``Sigma``.
+    """
+    check_float("rel", rel, 0.0)
+    Sh, Smh = problem.Sigma_half, torch.linalg.inv(problem.Sigma_half)
+    At, Bt = A @ Sh, Sh @ B @ Sh  # whitened factors
+    At = At * (1 + rel * torch.randn(At.shape, generator=gen, dtype=At.dtype))
+    Bt = Bt * (1 + rel * torch.randn(Bt.shape, generator=gen, dtype=Bt.dtype))
+    return At @ Smh, Smh @ Bt @ Smh
+
+
+def gap_fits(gap: dict, n_min: int = 32) -> dict[str, Fit]:
+    """Log-log fit of ``E[L_hat] - L`` against ``n >= n_min`` for every point of
+    :func:`icl_lib.paper2.experiments.loss_gap_vs_n`'s result (first repetition), weighted by the
+    Monte Carlo standard errors: is the gap of order ``1/n``?  NaN where some gap is not positive
+    (below the Monte Carlo noise).  Chapter 8 (paper 2, Section 4)."""
+    fits = {}
+    for label, res in gap.items():
+        ns, se = res["n"].numpy(), res["se"][:, 0].numpy()
+        big = ns >= n_min
+        fits[label] = loglog_fit(ns[big], res["gap"][big, 0].numpy(), se[big], invalid="nan")
+    return fits
+
+
+def gap_extrapolation(gap: dict) -> dict[str, dict]:
+    """Fit ``E[L_hat](n) - L = c0 + c1 / n + c2 / n^2`` by weighted least squares (Monte Carlo
+    standard errors) for every point of :func:`~icl_lib.paper2.experiments.loss_gap_vs_n`'s result
+    (first repetition).  ``L`` is the ``n -> infinity`` limit when ``c0 = 0`` within its error.
+
+    Returns ``{label: {"c0", "c0_se", "c1", "c0_z"}}`` with ``c0_z = |c0| / se(c0)``.  Chapter 8
+    (paper 2, Section 4).
+    """
+    out = {}
+    for label, res in gap.items():
+        ns, y, se = res["n"].numpy(), res["gap"][:, 0].numpy(), res["se"][:, 0].numpy()
+        coef, cov, _ = wls(np.stack([np.ones_like(ns), 1 / ns, 1 / ns**2], 1), y, se)
+        c0_se = math.sqrt(cov[0, 0])
+        out[label] = {"c0": coef[0], "c0_se": c0_se, "c1": coef[1], "c0_z": abs(coef[0]) / c0_se}
+    return out
+
+
+class SaddleFit(NamedTuple):
+    """Plain GD near the saddle ``theta = 0``, measured against its curvature (chapter 8)."""
+
+    g_pred: float  # predicted growth factor per step, 1 + eta sigma_1(M Sigma) lambda_1(Sigma)
+    growth: RateFit  # measured growth of ||theta_t|| from the smallest start
+    x_log: np.ndarray  # (S,) ln(1 / eps) of the starts
+    t_escape: np.ndarray  # (S,) escape times
+    slope: float  # fitted escape time per e-fold of 1 / eps (the largest start left out)
+    slope_se: float
+    slope_pred: float  # 1 / ln(g_pred)
+    L0: float  # L(0) - L*, the plateau
+
+
+def saddle_fit(problem: Problem, esc: dict) -> SaddleFit:
+    """Fits of :func:`~icl_lib.paper2.experiments.escape_vs_init_scale`'s runs (first problem):
+    the growth of ``||theta_t||`` from the smallest start while it runs from 100 times its start to
+    1 % of the spectral start's norm, and the escape time against ``ln(1/eps)`` without the largest
+    start (which is not small), next to their predictions from :func:`saddle_curvature`.  Chapter 8
+    (paper 2, Section 1.1: the spurious stationary point)."""
+    g_pred = 1 + esc["eta"].item() * saddle_curvature(problem).item()
+    norms = esc["theta_norm"][-1, :, 0]  # (T+1,) smallest start
+    growth = growth_rate(norms, 100 * norms[0].item(), 1e-2 * esc["start_norm"].item())
+    x_log = np.log(1 / esc["scale"].numpy())
+    t_esc = esc["t_escape"][:, 0].numpy()
+    coef, cov, _ = wls(np.stack([np.ones_like(x_log), x_log], 1)[1:], t_esc[1:])
+    return SaddleFit(g_pred, growth, x_log, t_esc, float(coef[1]), math.sqrt(cov[1, 1]), 1 / math.log(g_pred),
+                     esc["L0"].item())
+
+
+class FloorFit(NamedTuple):
+    """The error floor of Algorithm 1 against ``n`` and the bound of Theorem 2 (chapter 8)."""
+
+    fit: Fit  # log-log slope of the floor, per problem then averaged
+    n_mid: float  # geometric middle of the range of n
+    slope_bound: float  # local log-log slope of n^-2 log^6 n at n_mid, -2 + 6 / ln(n_mid)
+    k: float  # fitted log power in floor ~ n^-2 (log n)^k (on the mean floor)
+    k_se: float
+
+    @property
+    def z_two(self) -> float:
+        """How many standard errors the floor's slope lies from ``-2``."""
+        return (self.fit.slope + 2) / self.fit.slope_se
+
+
+def floor_fit(fl: dict) -> FloorFit:
+    """Fits of :func:`~icl_lib.paper2.experiments.floor_vs_n`'s floors ``(N, R)``: the log-log
+    slope (:func:`slope_over_repetitions`), the bound's local slope, and the power ``k`` of
+    ``floor ~ n^-2 (log n)^k`` fitted on the mean floor; NaN where a floor is not positive and
+    finite (Algorithm 1 diverged).  Chapter 8 (paper 2, Theorem 2)."""
+    nf = fl["n"].numpy()
+    fit = slope_over_repetitions(nf, fl["floor"], invalid="nan")
+    n_mid = math.exp(np.log(nf).mean())
+    mean = fl["floor"].mean(1).numpy()  # (N,)
+    if not np.all(np.isfinite(mean) & (mean > 0)):  # a diverged run
+        return FloorFit(fit, n_mid, -2 + 6 / math.log(n_mid), float("nan"), float("nan"))
+    coef, cov, _ = wls(np.stack([np.ones_like(nf), np.log(np.log(nf))], 1), np.log(mean * nf**2))
+    return FloorFit(fit, n_mid, -2 + 6 / math.log(n_mid), float(coef[1]), math.sqrt(cov[1, 1]))

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 import torch
 
 from ..engine.profiles import profile_settings
-from ..seeding import generator
+from ..seeding import derive_seed, generator
 from ..validate import check_float, check_float_list, check_int, check_int_list
 from .algorithms import P2Run, RunConfig, run, spectral_init
-from .analysis import geometric_rate, manifold_distance, mc_loss
+from .analysis import balance, geometric_rate, manifold_distance, mc_loss
 from .data import P2Config, Problem, make_problem, sample
-from .loss import excess_loss
+from .loss import Q_P_geometry, excess_loss, population_Q
 
 __all__ = [
     "Ch8Settings",
@@ -42,6 +42,10 @@ __all__ = [
     "escape_time",
     "spectral_distance_vs_n",
     "floor_vs_n",
+    "q_identity_error",
+    "spectral_identity_error",
+    "factor_balance",
+    "convergence_values",
 ]
 
 
@@ -227,3 +231,52 @@ def floor_vs_n(problem: Problem, ns, run_cfg: RunConfig, method: str = "alg1", s
             floors.append(h.excess_bar)
             starts.append(h.excess[0])
     return {"n": torch.tensor(ns, dtype=torch.float64), "floor": torch.stack(floors), "start": torch.stack(starts)}
+
+
+# ------------------------------------------------------------------------------ chapter 8's checks
+def q_identity_error(cfg: P2Config, seed: int = 0, R: int = 16) -> float:
+    """Largest relative difference between ``Q = L + R`` (:func:`population_Q`) and the paper's
+    P-geometry expression (:func:`Q_P_geometry`) over ``R`` random points ``A (p, d)``,
+    ``B (d, d)`` with i.i.d. ``N(0, 1)`` entries, each on its own problem of the family ``cfg``
+    (paper 2, Section 4; chapter 8)."""
+    gen = generator(seed, "identity-check")
+    A = torch.randn(R, cfg.p, cfg.d, generator=gen, dtype=torch.float64)
+    B = torch.randn(R, cfg.d, cfg.d, generator=gen, dtype=torch.float64)
+    pr = make_problem(cfg, R=R, seed=derive_seed(seed, "problems-many"))
+    q_sum = population_Q(A, B, pr.M, pr.Sigma, pr.noise_var)
+    q_geo = Q_P_geometry(A, B, pr.M, pr.Sigma, pr.noise_var)
+    return ((q_sum - q_geo).abs() / q_sum.abs()).max().item()
+
+
+def spectral_identity_error(problem: Problem, n: int, seed: int = 0) -> tuple[float, float]:
+    """``max |A_0 Sigma_hat B_0^T - M_hat|`` for the spectral start from one fresh sample of ``n``
+    pairs (zero up to round-off: paper 2, Section 5 and Appendix B.3), and the mean ``|M_hat|``
+    entry it compares with.  Chapter 8."""
+    X, Y = sample(problem, 1, n, generator(seed, "identity-sample"))
+    st = spectral_init(X[:, 0], Y[:, 0])
+    err = (st.A0 @ st.Sigma_hat @ st.B0.transpose(-1, -2) - st.M_hat).abs().max().item()
+    return err, st.M_hat.abs().mean().item()
+
+
+def factor_balance(problem: Problem, runs: dict[str, P2Run], methods) -> dict[str, tuple[float, float, float]]:
+    """``{method: (||A~^T A~ - B~^T B~||_F, ||A~||_F, ||B~||_F)}`` of each run's last iterate on the
+    first problem (:func:`~icl_lib.paper2.analysis.balance`): does the method keep the factors
+    balanced (paper 2, Section 4's regulariser)?  Chapter 8."""
+    return {m: tuple(t.item() for t in balance(problem, runs[m].A, runs[m].B)) for m in methods}
+
+
+def convergence_values(rates: dict, runs_fin: dict[str, P2Run], z: dict[str, float], bal: dict) -> dict[str, float]:
+    """The numbers chapter 8 quotes about the method comparison (Theorem 2), as a dict to glue:
+    the fitted rates ``mu_*`` of the population-oracle runs (``rates``: method -> RateFit), the
+    finite-n floors and starts (``runs_fin``), the drift statistics ``z`` and the balance ``bal``
+    (:func:`factor_balance`) of Algorithm 1 and of the run without the regulariser."""
+    a1 = runs_fin["alg1"]
+    floor = a1.excess_bar.item()
+    vals = {"mu_alg1": rates["alg1"].mu, "r2_alg1": rates["alg1"].r2, "mu_left": rates["alg1_left"].mu,
+            "mu_noprec": rates["no_precond"].mu, "mu_gd": rates["gd"].mu, "mu_adam": rates["adam"].mu,
+            "floor_fin": floor, "start_fin": a1.excess[0, 0].item(),
+            "floor_noreg": runs_fin["no_reg"].excess_bar.item(), "z_alg1": z["alg1"], "z_noreg": z["no_reg"],
+            "imb_alg1": bal["alg1"][0], "imb_noreg": bal["no_reg"][0], "B_alg1": bal["alg1"][2],
+            "B_noreg": bal["no_reg"][2], "floor_adam": runs_fin["adam"].excess_bar.item(),
+            "start_ratio": a1.excess[0, 0].item() / floor}
+    return {k: float(v) for k, v in vals.items()}

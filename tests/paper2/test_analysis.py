@@ -182,3 +182,151 @@ def test_invalid_settings(override, name):
     assert str(err.value).startswith(f"{name}=") and "accepted" in str(err.value)
     with pytest.raises(ValueError, match="^profile="):
         ch8_settings("auto")
+
+
+# ------------------------------------------------------------------------------ chapter 8's fits and checks
+def test_whitened_perturbation_multiplies_the_whitened_entries(problem):
+    from icl_lib.paper2.analysis import whitened_perturbation
+
+    A, B = manifold_point(problem)
+    Sh = problem.Sigma_half
+    gen = torch.Generator().manual_seed(5)
+    A1, B1 = whitened_perturbation(problem, A, B, 0.5, gen)
+    ref = torch.Generator().manual_seed(5)
+    zA = torch.randn(A.shape, generator=ref, dtype=DT)  # A~'s entries first, then B~'s
+    zB = torch.randn(B.shape, generator=ref, dtype=DT)
+    torch.testing.assert_close(A1 @ Sh, (A @ Sh) * (1 + 0.5 * zA))
+    torch.testing.assert_close(Sh @ B1 @ Sh, (Sh @ B @ Sh) * (1 + 0.5 * zB))
+    A0, B0 = whitened_perturbation(problem, A, B, 0.0, gen)
+    torch.testing.assert_close((A0, B0), (A, B))
+
+
+def _gap(ns, gaps, se, L=1.0):
+    """A loss_gap_vs_n-like result for one point: tensors (len(ns), 1)."""
+    g = torch.tensor(gaps, dtype=DT)[:, None]
+    return {"n": torch.tensor(ns, dtype=DT), "gap": g, "L_hat": g + L, "se": torch.tensor(se, dtype=DT)[:, None],
+            "L": torch.tensor([L], dtype=DT)}
+
+
+def test_gap_fits_and_extrapolation_on_exact_curves():
+    from icl_lib.paper2.analysis import gap_extrapolation, gap_fits
+
+    ns = np.array([8.0, 16, 32, 64, 128, 256])
+    exact = 0.09 / ns  # slope -1 for n >= 32; the points below n_min are spoiled and must be left out
+    spoiled = np.where(ns < 32, 10 * exact, exact)
+    gap = {"a": _gap(ns, spoiled, 1e-4 * np.ones(6)), "b": _gap(ns, 0.2 * ns**-1.5, 1e-4 * np.ones(6))}
+    fits = gap_fits(gap, n_min=32)
+    assert fits["a"].slope == pytest.approx(-1.0, abs=1e-10) and fits["a"].n_points == 4
+    assert fits["b"].slope == pytest.approx(-1.5, abs=1e-10)
+    c = {"x": _gap(ns, 2e-5 + 0.09 / ns - 0.3 / ns**2, 1e-5 * np.ones(6))}
+    ext = gap_extrapolation(c)["x"]
+    assert ext["c0"] == pytest.approx(2e-5, abs=1e-12) and ext["c1"] == pytest.approx(0.09, rel=1e-8)
+    # with known errors se(c0) = sqrt((X^T W X)^{-1})_00 does not depend on y
+    X = np.stack([np.ones(6), 1 / ns, 1 / ns**2], 1) / 1e-5
+    assert ext["c0_se"] == pytest.approx(math.sqrt(np.linalg.inv(X.T @ X)[0, 0]), rel=1e-8)
+    assert ext["c0_z"] == pytest.approx(2e-5 / ext["c0_se"], rel=1e-8)
+
+
+def test_saddle_fit_on_an_exact_escape(problem):
+    from icl_lib.paper2.analysis import saddle_fit
+
+    pr = problem.member(0)
+    scales = torch.tensor([1e-1, 1e-2, 1e-3, 1e-4], dtype=DT)
+    x_log = np.log(1 / scales.numpy())
+    t_esc = np.round(5 + 4 * x_log).astype(int)  # slope 4 (up to rounding) over the last three
+    t_esc[0] = 1  # the largest start is left out of the fit
+    t = torch.arange(60, dtype=DT)
+    norms = torch.stack([1e-4 * 1.25**t] * 4)[:, :, None]  # (S, T+1, R): ||theta_t|| of each start
+    eta = torch.tensor([0.7], dtype=DT)
+    esc = {"scale": scales, "theta_norm": norms, "t_escape": torch.tensor(t_esc)[:, None], "eta": eta,
+           "L0": torch.tensor([0.003], dtype=DT), "start_norm": torch.tensor([100.0], dtype=DT)}
+    sf = saddle_fit(pr, esc)
+    g_pred = 1 + 0.7 * saddle_curvature(pr).item()
+    assert sf.g_pred == pytest.approx(g_pred, rel=1e-12) and sf.slope_pred == pytest.approx(1 / math.log(g_pred))
+    assert sf.growth.mu == pytest.approx(1.25, rel=1e-10)
+    assert sf.growth.t0 == int(np.ceil(np.log(100) / np.log(1.25)))  # from 100 x the start ...
+    assert 1e-4 * 1.25**sf.growth.t1 <= 1.0 < 1e-4 * 1.25 ** (sf.growth.t1 + 1)  # ... to 1 % of the start norm
+    ref = stats.linregress(x_log[1:], t_esc[1:])
+    assert sf.slope == pytest.approx(ref.slope, rel=1e-10) and sf.slope_se == pytest.approx(ref.stderr, rel=1e-8)
+    assert sf.t_escape.tolist() == t_esc.tolist() and sf.L0 == 0.003
+
+
+def test_floor_fit_recovers_the_log_power():
+    from icl_lib.paper2.analysis import floor_fit
+
+    n = np.array([64.0, 96, 128, 192, 256])
+    F = np.stack([c * n**-2.0 * np.log(n) ** 1.5 for c in (1.0, 1.3)], 1)  # (N, R), k = 1.5
+    ff = floor_fit({"n": torch.tensor(n, dtype=DT), "floor": torch.tensor(F, dtype=DT)})
+    assert ff.k == pytest.approx(1.5, abs=1e-10)
+    assert ff.n_mid == pytest.approx(np.prod(n) ** (1 / 5), rel=1e-12)
+    assert ff.slope_bound == pytest.approx(-2 + 6 / math.log(ff.n_mid), rel=1e-12)
+    want = np.polyfit(np.log(n), np.log(F[:, 0]), 1)[0]  # both repetitions share the slope
+    assert ff.fit.slope == pytest.approx(want, rel=1e-10)
+    assert ff.z_two == pytest.approx((ff.fit.slope + 2) / ff.fit.slope_se)
+
+
+def test_q_and_spectral_identity_errors_are_round_off():
+    from icl_lib.paper2.experiments import q_identity_error, spectral_identity_error
+    from icl_lib.paper2.loss import Q_P_geometry, population_Q
+
+    cfg = P2Config(d=3, p=4, kappa=5.0)
+    rel = q_identity_error(cfg, seed=2, R=4)
+    assert rel < 1e-12
+    pr = make_problem(cfg, R=1, seed=3)
+    err, m_size = spectral_identity_error(pr, 20_000, seed=1)
+    assert err < 1e-12
+    assert m_size == pytest.approx(pr.M.abs().mean().item(), rel=0.05)  # M_hat is consistent
+    # the relative difference is what it says: a perturbed P-geometry value is caught
+    A = torch.randn(1, 4, 3, generator=torch.Generator().manual_seed(0), dtype=DT)
+    B = torch.randn(1, 3, 3, generator=torch.Generator().manual_seed(1), dtype=DT)
+    q1, q2 = population_Q(A, B, pr.M, pr.Sigma, pr.noise_var), Q_P_geometry(A, B, pr.M, pr.Sigma, pr.noise_var)
+    assert ((q1 - q2).abs() / q1.abs()).max() < 1e-12
+
+
+def test_factor_balance_and_convergence_values(problem):
+    from types import SimpleNamespace
+
+    from icl_lib.paper2.analysis import RateFit
+    from icl_lib.paper2.experiments import convergence_values, factor_balance
+
+    pr = problem.member(0)
+    A, B = manifold_point(pr)
+    G = torch.linalg.svdvals(pr.M_tilde)[0]
+    runs = {"alg1": SimpleNamespace(A=A, B=B), "no_reg": SimpleNamespace(A=2 * A, B=B)}
+    bal = factor_balance(pr, runs, ("alg1", "no_reg"))
+    assert bal["alg1"][0] < 1e-12  # on the manifold of minima the factors are balanced
+    assert bal["alg1"][1] == pytest.approx(math.sqrt(G.sum().item()))  # ||A~||_F = ||U G^1/2||_F
+    Sh = pr.Sigma_half[0]
+    AtA = (2 * A[0] @ Sh).T @ (2 * A[0] @ Sh)
+    BtB = (Sh @ B[0] @ Sh).T @ (Sh @ B[0] @ Sh)
+    assert bal["no_reg"][0] == pytest.approx((AtA - BtB).norm().item())
+    fin = {m: SimpleNamespace(excess_bar=torch.tensor([f]), excess=torch.tensor([[s], [f]]))
+           for m, f, s in (("alg1", 2e-5, 1e-4), ("no_reg", 1e-5, 1e-4), ("adam", 3e-5, 1.0))}
+    rates = {m: RateFit(mu, 0.0, 0.99, 0, 1) for m, mu in
+             (("alg1", 0.8), ("alg1_left", 0.9), ("no_precond", 0.95), ("gd", 0.99), ("adam", 0.9))}
+    v = convergence_values(rates, fin, {"alg1": 0.1, "no_reg": -1.0}, bal)
+    assert v["mu_alg1"] == 0.8 and v["r2_alg1"] == 0.99 and v["mu_noprec"] == 0.95 and v["mu_adam"] == 0.9
+    assert v["floor_fin"] == pytest.approx(2e-5) and v["start_ratio"] == pytest.approx(5.0)
+    assert v["floor_noreg"] == pytest.approx(1e-5) and v["z_noreg"] == -1.0
+    assert v["imb_noreg"] == bal["no_reg"][0] and v["B_alg1"] == bal["alg1"][2]
+    assert all(isinstance(x, float) for x in v.values()) and len(v) == 17
+
+
+def test_fits_of_diverged_runs_are_nan_not_errors():
+    """A diverged run (NaN, or 1 - mu <= 0) makes chapter 8's fits NaN when asked, instead of raising."""
+    from icl_lib.paper2.analysis import floor_fit
+
+    x = np.array([1.0, 4.0, 16.0])
+    for bad in ([0.2, np.nan, 0.1], [0.2, -0.01, 0.1]):
+        with pytest.raises(ValueError, match="positive values"):
+            loglog_fit(x, np.array([0.2, -0.01, 0.1]))
+        f = loglog_fit(x, np.array(bad), invalid="nan")
+        assert math.isnan(f.slope) and math.isnan(f.slope_se) and f.n_points == 3
+        Y = np.stack([0.3 * x**-0.5, np.array(bad)], 1)
+        assert math.isnan(slope_over_repetitions(x, Y, invalid="nan").slope)
+    good = slope_over_repetitions(x, np.stack([0.3 * x**-0.5, 0.2 * x**-0.5], 1), invalid="nan")
+    assert good.slope == pytest.approx(-0.5)
+    assert math.isnan(drift_z(np.r_[np.ones(50), np.nan]))
+    fl = {"n": torch.tensor([64.0, 128, 256], dtype=DT), "floor": torch.tensor([[1e-4], [np.nan], [1e-5]], dtype=DT)}
+    ff = floor_fit(fl)
+    assert math.isnan(ff.fit.slope) and math.isnan(ff.k) and ff.slope_bound == pytest.approx(-2 + 6 / math.log(128))
