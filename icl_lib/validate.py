@@ -61,20 +61,36 @@ def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     return value
 
 
-def check_int_list(name: str, values: Any, lo: int | None = None, hi: int | None = None) -> tuple[int, ...]:
-    """A non-empty list (or tuple) of integers, each checked as ``name[i]``."""
-    if not isinstance(values, (list, tuple)) or len(values) == 0:
-        fail(name, values, "a non-empty list of integers")
+def check_int_list(
+    name: str, values: Any, lo: int | None = None, hi: int | None = None, max_len: int | None = None
+) -> tuple[int, ...]:
+    """A non-empty list (or tuple, or its text as papermill's ``-p`` passes it: :func:`literal_list`)
+    of at most ``max_len`` integers, each checked as ``name[i]``."""
+    values = _sequence(name, values, "integers", max_len)
     return tuple(check_int(f"{name}[{i}]", v, lo, hi) for i, v in enumerate(values))
 
 
 def check_float_list(
-    name: str, values: Any, lo: float | None = None, hi: float | None = None, lo_open: bool = False
+    name: str,
+    values: Any,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    hi_open: bool = False,
+    max_len: int | None = None,
 ) -> tuple[float, ...]:
-    """A non-empty list (or tuple) of finite numbers, each checked as ``name[i]``."""
-    if not isinstance(values, (list, tuple)) or len(values) == 0:
-        fail(name, values, "a non-empty list of numbers")
-    return tuple(check_float(f"{name}[{i}]", v, lo, hi, lo_open) for i, v in enumerate(values))
+    """A non-empty list (or tuple, or its text: :func:`literal_list`) of at most ``max_len`` finite
+    numbers, each checked as ``name[i]``."""
+    values = _sequence(name, values, "numbers", max_len)
+    return tuple(check_float(f"{name}[{i}]", v, lo, hi, lo_open, hi_open) for i, v in enumerate(values))
+
+
+def _sequence(name: str, values: Any, kind: str, max_len: int | None) -> list | tuple:
+    values = literal_list(name, values)
+    most = "" if max_len is None else f" (at most {max_len})"
+    if not isinstance(values, (list, tuple)) or len(values) == 0 or (max_len is not None and len(values) > max_len):
+        fail(name, values, f"a non-empty list of {kind}{most}")
+    return values
 
 
 def _range_text(kind: str, lo, hi) -> str:

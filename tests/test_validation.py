@@ -1,5 +1,7 @@
 """Every invalid parameter raises ValueError naming the parameter, the value and what is accepted."""
 
+import re
+
 import pytest
 
 from icl_lib import DataConfig, ModelConfig, RunSpec, TrainConfig, resolve_profile, train_config
@@ -64,3 +66,17 @@ def test_literal_list_reads_lists_typed_on_the_command_line():
     for bad in ("[1, 2", "[x]", "[1] + [2]"):
         with pytest.raises(ValueError, match=r"^heads='.*' is invalid: accepted a list literal"):
             literal_list("heads", bad)
+
+
+def test_list_parameters_read_papermills_text_and_name_their_elements():
+    """papermill -p passes "[1, 4]" as a string: it is read as the list; bad lists fail by name."""
+    from icl_lib.validate import check_float_list, check_int_list
+
+    assert check_float_list("kappas", "[1, 4, 16]", 1.0) == (1.0, 4.0, 16.0)
+    assert check_int_list("Ls", (5, 10), 2, max_len=2) == (5, 10)
+    for bad, text in (("[1,", "Ls='[1,'"), ([], "Ls=[]"), ([5, 6, 7], "at most 2"), ([5, "a"], "Ls[1]='a'"),
+                      ([5, 1], "Ls[1]=1"), ("five", "Ls='five'")):
+        with pytest.raises(ValueError, match=re.escape(text)):
+            check_int_list("Ls", bad, 2, max_len=2)
+    with pytest.raises(ValueError, match=re.escape("x[0]=1.0 is invalid")):
+        check_float_list("x", [1.0], 0.0, 1.0, hi_open=True)
