@@ -360,3 +360,42 @@ def test_task_loss_plot_one_panel_per_task_with_the_references():
         assert sum(len(c.get_offsets()) for c in ax.collections) == 4  # 2 head counts x 2 seeds
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[:2] == ["kernel", "mixed"] and "Bayes" in labels
+
+
+# ------------------------------------------------------------------ heads sweep (chapter 2)
+from icl_lib.figures import loss_strip, stacked_circuit_heatmaps  # noqa: E402
+from icl_lib.figures.patterns import PATTERN_COLORS  # noqa: E402
+
+
+@pytest.mark.parametrize("Hs", [[3], [1, 2, 4]])
+def test_stacked_circuit_heatmaps_one_subfigure_per_model_also_for_one(gen, Hs):
+    """One model gives one sub-figure (fig.subfigures squeezes a single one: no iteration over it);
+    each shows its own circuits and title; the width follows the model with the most heads."""
+    models = [(f"H = {H}", torch.randn(H, 5, 5, generator=gen, dtype=torch.float64),
+               torch.randn(H, 1, 5, generator=gen, dtype=torch.float64), [f"h{h}" for h in range(H)]) for H in Hs]
+    fig = stacked_circuit_heatmaps(models, 4)
+    assert len(fig.subfigs) == len(Hs)
+    assert fig.get_size_inches() == pytest.approx((2.2 * max(Hs) + 1.2, 3.4 * len(Hs)))
+    for sub, (title, KQ, OV, labels) in zip(fig.subfigs, models):
+        assert sub.get_suptitle() == title
+        panels = [ax for ax in sub.axes if ax.images]
+        assert len(panels) == 2 * KQ.shape[0]
+        np.testing.assert_allclose(panels[-1].images[0].get_array(), OV[-1].numpy())
+        assert panels[0].get_title() == f"KQ, {labels[0]}"
+    with pytest.raises(ValueError, match=r"^models="):
+        stacked_circuit_heatmaps([], 4)
+
+
+def test_loss_strip_a_dot_per_model_coloured_by_pattern_and_the_references():
+    models = pd.DataFrame({"H": [1, 1, 2, 2, 3], "test loss": [0.5, 0.45, 0.3, 0.31, 0.29],
+                           "pattern": ["single-head", "single-head", "pos/neg", "single-sign", "pos/neg"]})
+    refs = {"a": 0.4, "b": 0.28, "c": 0.2}
+    ax = loss_strip(models, refs)
+    assert sorted(_hlines(ax)) == pytest.approx([0.2, 0.28, 0.4])
+    points = np.concatenate([c.get_offsets() for c in ax.collections])
+    assert sorted(points[:, 1]) == pytest.approx(sorted(models["test loss"]))
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"single-head", "pos/neg", "single-sign", "a (0.400)"} <= set(labels)
+    assert set(PATTERN_COLORS) == {"single-head", "pos/neg", "single-sign"}
+    ax2 = loss_strip(models[models.H == 3], refs)  # one head count, one pattern
+    assert len(np.concatenate([c.get_offsets() for c in ax2.collections])) == 1
