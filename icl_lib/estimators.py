@@ -58,6 +58,7 @@ __all__ = [
     "mc_risk",
     "bayes_risk_mc",
     "model_risk",
+    "max_sequences_at_once",
 ]
 
 
@@ -244,3 +245,14 @@ def model_risk(
         errs.append(((model(b) - b.yq) ** 2).mean(-1).cpu())  # (R, b)
     e = torch.cat(errs, dim=1)
     return e.mean(1), e.std(1) / math.sqrt(e.shape[1])
+
+
+def max_sequences_at_once(d: int, L: int, n_tasks: int = 1, budget: int = 100_000_000) -> int:
+    """The most sequences of ``L`` demonstrations in dimension ``d`` that one draw of
+    :func:`~icl_lib.data.sample_batch` holds within ``budget`` numbers (float64: 800 MB for the
+    default): ``budget // ((d + n_tasks) (L + 1) + n_tasks d)``, the numbers per sequence of the
+    sampler (tokens and task vectors).  Bounds chapter 1's Monte Carlo size ``n_mc``, drawn at
+    once for the label moment (paper 1, Section 2)."""
+    d, L = check_int("d", d, 1), check_int("L", L, 1)
+    n_tasks, budget = check_int("n_tasks", n_tasks, 1), check_int("budget", budget, 1)
+    return budget // ((d + n_tasks) * (L + 1) + n_tasks * d)

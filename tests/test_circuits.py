@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 import torch
 
 from icl_lib import AttentionEnsemble, DataConfig, summarize_pattern
@@ -77,3 +78,19 @@ def test_model_risk_of_two_symmetric_heads_near_debiased_gd():
     mean2, se2 = mc_risk(lambda b: m(b)[0, :, 0], data, n=40_000, seed=1)
     assert abs(mean.item() - mean2) < 1e-9
     assert abs(mean.item() - debiased_gd_risk(eta, d, 40, 0.1)) < 0.01
+
+
+def test_max_sequences_at_once_counts_the_numbers_a_draw_holds():
+    """The bound on chapter 1's n_mc: a draw of n sequences holds n ((d+1)(L+1) + d) numbers (tokens and
+    the task vector); the largest n within the budget, checked on a real draw."""
+    from icl_lib import sample_batch
+    from icl_lib.estimators import max_sequences_at_once
+
+    assert max_sequences_at_once(5, 40) == 100_000_000 // (6 * 41 + 5)
+    data = DataConfig(d=3, L=7)
+    n = max_sequences_at_once(3, 7, budget=1000)
+    b = sample_batch(data, n, 0)
+    assert b.tokens.numel() + b.beta.numel() <= 1000 < (n + 1) * (b.tokens[0].numel() + b.beta[0].numel())
+    assert max_sequences_at_once(3, 7, n_tasks=2, budget=1000) == 1000 // (5 * 8 + 6)
+    with pytest.raises(ValueError, match="^L="):
+        max_sequences_at_once(3, 0)

@@ -5,7 +5,7 @@
 * :mod:`~icl_lib.figures.stages`    -- training stages and their timeline (chapter 3)
 * :mod:`~icl_lib.figures.landscape` -- the approximate loss (4.1) against the true loss (chapter 3)
 * :mod:`~icl_lib.figures.flows`     -- the two-head gradient flow's phases (chapter 4)
-* :mod:`~icl_lib.figures.strips`    -- per-task losses by head count and mode (chapter 7)
+* :mod:`~icl_lib.figures.strips`    -- test losses of every model against references (chapters 2, 7)
 * :mod:`~icl_lib.figures.optimality` -- risk ratios, linear attention, activations (chapter 5)
 
 The mathematics modules of the library import no plotting code; chapters import this package
@@ -40,12 +40,13 @@ from .heatmaps import (
 from .landscape import landscape_panels, norm_violins, valley_figure
 from .optimality import activation_circuits, activation_dynamics, bayes_ratio_plot, linear_softmax_plot
 from .stages import gd_comparison_figure, stage_dynamics_figure, stage_timeline
-from .strips import task_loss_plot
+from .strips import PATTERN_COLORS, loss_strip, task_loss_plot
 from .style import CMAP, HEAD_COLORS, set_style
 
 __all__ = [
     "CMAP",
     "HEAD_COLORS",
+    "PATTERN_COLORS",
     "activation_circuits",
     "activation_dynamics",
     "bayes_ratio_plot",
@@ -64,6 +65,7 @@ __all__ = [
     "loglog_points",
     "loglog_positive_points",
     "loss_curves",
+    "loss_strip",
     "matrix_heatmaps",
     "method_comparison_figure",
     "norm_violins",

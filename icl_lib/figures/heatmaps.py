@@ -169,19 +169,20 @@ def inverse_heatmaps(KQ, d: int, Sigma, Gamma_star):
     return matrix_heatmaps(panels, fig=plt.figure(figsize=(12, 3.4)), share_scale=True)
 
 
-def stacked_circuit_heatmaps(models: Sequence[tuple], d: int, fig=None):
+def stacked_circuit_heatmaps(models: Sequence[tuple], d: int, fig=None, row_height: float = 3.9):
     """:func:`circuit_heatmaps` of several models, one sub-figure per model, stacked vertically.
 
     ``models``: ``(KQ (H, D, D), OV (H, N, D), title, head_labels)`` per model (``head_labels``
-    may be ``None``); the models may have different head counts.  One model gives one row (the
-    sub-figures are always a column).  Chapter 7 (paper 1, Figures 15-18).
+    may be ``None``); the models may have different head counts and the figure is as wide as the
+    one with the most.  One model gives one row (the sub-figures are always a column, so a single
+    head count works).  Chapters 2 and 7 (paper 1, Figures 1a, 2a, 15-18).
     """
     models = list(models)
     if not models:
         raise ValueError("models=[] is invalid: accepted at least one (KQ, OV, title, head_labels)")
     H_max = max(int(as_array(KQ).shape[0]) for KQ, _, _, _ in models)
     if fig is None:
-        fig = plt.figure(figsize=(2.2 * H_max + 1.2, 3.9 * len(models)))
+        fig = plt.figure(figsize=(2.2 * H_max + 1.2, row_height * len(models)))
     subs = fig.subfigures(len(models), 1, squeeze=False)[:, 0]
     for sub, (KQ, OV, title, labels) in zip(subs, models):
         circuit_heatmaps(KQ, OV, d, title=title, head_labels=labels, fig=sub)

@@ -1,13 +1,21 @@
-"""Per-task test losses as strip plots against the per-task references (paper 1, B.4; chapter 7)."""
+"""Test losses as strip plots (a dot per model) against reference risks.
+
+* :func:`loss_strip`     -- every model's test loss by head count, coloured by its pattern (chapter 2);
+* :func:`task_loss_plot` -- per-task losses by head count, coloured by mode (paper 1, B.4; chapter 7).
+"""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import seaborn as sns
 
+from typing import Mapping
+
 from ..paper1.multitask import MODES
 
-__all__ = ["task_loss_plot"]
+__all__ = ["loss_strip", "task_loss_plot", "PATTERN_COLORS"]
+
+PATTERN_COLORS = {"single-head": "C0", "pos/neg": "C2", "single-sign": "C3"}  # by PatternSummary.kind
 
 
 def task_loss_plot(losses: "pandas.DataFrame", refs: "pandas.DataFrame", fig=None):  # noqa: F821
@@ -36,3 +44,19 @@ def task_loss_plot(losses: "pandas.DataFrame", refs: "pandas.DataFrame", fig=Non
     fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.80, 0.5), fontsize=8, frameon=False)
     fig.subplots_adjust(right=0.79, wspace=0.08)
     return fig
+
+
+def loss_strip(models: "pandas.DataFrame", references: Mapping[str, float], ax=None):  # noqa: F821
+    """Test ICL loss of every model, one dot per model at its head count, coloured by its
+    pattern (columns ``H``, ``test loss``, ``pattern`` of ``models``, as from
+    :func:`icl_lib.paper1.sweeps.model_table`), with the ``references`` ``{label: risk}`` as
+    horizontal lines (chapter 2).  Returns the axes."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.8))
+    sns.stripplot(data=models, x="H", y="test loss", hue="pattern", ax=ax, size=7, jitter=0.15,
+                  palette=PATTERN_COLORS)
+    for k, (label, value) in enumerate(references.items()):
+        ax.axhline(value, color="0.3", ls=["--", ":", "-."][k % 3], lw=1, label=f"{label} ({value:.3f})")
+    ax.set_ylabel("test ICL loss")
+    ax.legend(fontsize=8, loc="upper right")
+    return ax

@@ -15,7 +15,9 @@ integration accuracy, not read off a grid):
   from ``+`` to ``-``.  Every sign change of ``d omega_1/dt`` is recorded, so the number of peaks
   can be checked.
 
-Phase III is ``t > t_II``.  Used by chapter 4.
+Phase III is ``t > t_II``.  The tables of chapter 4 (:func:`limits_table`, :func:`phase_table`,
+:func:`residual_table`, :func:`timing_table`) are built here from solved flows and their
+:func:`phase_summary`.  Used by chapter 4.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from ..validate import check_choice, check_float, check_int, fail
 from .approx_loss import ApproxLossConfig, approx_loss, approx_loss_grad, mu_star, s_star
 
 __all__ = ["FlowConfig", "FlowResult", "initial_theta", "flow_rhs", "gradient_flow", "growth_rate_fit",
-           "valley_omega", "valley_residuals", "phase_summary", "METHODS"]
+           "valley_omega", "valley_residuals", "phase_summary", "METHODS", "predicted_s_gap",
+           "limits_table", "phase_table", "residual_table", "timing_table"]
 
 METHODS = ("Radau", "BDF", "LSODA")  # stiff-capable methods of solve_ivp
 
@@ -317,3 +320,81 @@ def phase_summary(res: FlowResult, n_grid: int = 400) -> dict[str, float]:
     return out
 
 
+
+
+# --------------------------------------------------------------------------- chapter 4's tables
+def predicted_s_gap(cfg: FlowConfig) -> float:
+    """The relative gap ``(s* - 2 mu omega) / s*`` at ``t = cfg.t_max`` predicted by the valley law:
+    :func:`valley_residuals` at ``omega = valley_omega(t_max)``, about
+    ``s* (c d^3)^(1/3) t_max^(-2/3) / 8`` (Phase III of paper 1, Appendix D, as derived here).
+    Computed from the formula alone, before any flow is solved.  Chapter 4."""
+    if not isinstance(cfg, FlowConfig):
+        fail("cfg", cfg, "a FlowConfig")
+    w = valley_omega(cfg.t_max, cfg.loss)  # omega(t_max) ~ (8 c d^3 t_max)^(-1/6)
+    return float(valley_residuals(w, cfg.loss)["s_gap"] / cfg.loss.s_star)
+
+
+def limits_table(flows: dict) -> "pandas.DataFrame":  # noqa: F821
+    """The river-valley limits of (4.1) per setting: ``c = (1 + sigma2)/L``, ``s*`` and the loss
+    floor ``1 + sigma2 - s*`` (paper 1, Section 4.2).  ``flows`` maps ``d`` to a
+    :class:`FlowConfig`; one column ``"d = <d>"`` per setting.  Chapter 4."""
+    import pandas as pd
+
+    return pd.DataFrame({
+        f"d = {dd}": {"c = (1+sigma2)/L": cfg.loss.c, "s*": cfg.loss.s_star,
+                      "1 + sigma2 - s*": cfg.loss.loss_star}
+        for dd, cfg in flows.items()
+    })
+
+
+def phase_table(results: dict) -> "pandas.DataFrame":  # noqa: F821
+    """The phase boundaries found by :func:`gradient_flow` and the solver's cost, per setting:
+    ``t_I``, ``t_II``, ``omega_1(t_II)``, solver steps, right-hand-side evaluations and seconds
+    (paper 1, Appendix D).  ``results`` maps ``d`` to a :class:`FlowResult`; one column
+    ``"d = <d>"`` per setting.  Chapter 4."""
+    import pandas as pd
+
+    return pd.DataFrame({
+        f"d = {dd}": {"t_I (end of Phase I)": r.t_phase1, "t_II (peak of omega)": r.t_peak,
+                      "omega at the peak": r.omega_peak, "solver steps": len(r.t),
+                      "rhs evaluations": r.nfev, "solver seconds": r.seconds}
+        for dd, r in results.items()
+    })
+
+
+def residual_table(summaries: dict, flows: dict) -> "pandas.DataFrame":  # noqa: F821
+    """Measured residuals of Phase III at ``t_max`` against the leading-order predictions of
+    :func:`valley_residuals`, one row ``"d = <d>"`` per setting: ``2 mu omega`` and ``s*``, the
+    relative ``s``-gap, loss gap and lag ``(mu - mu*)/mu*`` (D.17), each followed by its prediction,
+    and the log-log slope of the gap (predicted ``-2/3``).  ``summaries`` maps ``d`` to
+    :func:`phase_summary`'s dict, ``flows`` to the :class:`FlowConfig`.  Chapter 4."""
+    import pandas as pd
+
+    rows = {}
+    for dd, sm in summaries.items():
+        rows[f"d = {dd}"] = {
+            "2 mu omega": sm["s_end"], "s*": flows[dd].loss.s_star,
+            "(s* - 2 mu omega)/s*": sm["s_gap_rel"], "predicted": sm["pred_s_gap_rel"],
+            "(loss - loss*)/loss*": sm["loss_gap_rel"], "predicted ": sm["pred_loss_gap_rel"],
+            "(mu - mu*)/mu*": sm["mu_lag"], "predicted  ": sm["pred_mu_lag"],
+            "log-log slope of the gap": sm["gap_slope"],
+        }
+    return pd.DataFrame(rows).T
+
+
+def timing_table(results: dict) -> "pandas.DataFrame":  # noqa: F821
+    """Phase timing per setting (paper 1, Appendix D, "almost identical behaviors" for d = 5 and
+    10): ``t_I``, ``t_II``, their difference, ``omega_max``, ``omega_max sqrt(d)`` and
+    ``s = 2 mu_1 omega_1`` at the peak.  ``results`` maps ``d`` to a :class:`FlowResult`; one
+    column ``"d = <d>"`` per setting.  Chapter 4."""
+    import pandas as pd
+
+    cols = {}
+    for dd, r in results.items():
+        mu_peak = r.sample(r.t_peak)[0, 0]  # mu_1(t_II)
+        cols[f"d = {dd}"] = {
+            "t_I": r.t_phase1, "t_II": r.t_peak, "t_II - t_I": r.t_peak - r.t_phase1,
+            "omega_max": r.omega_peak, "omega_max * sqrt(d)": r.omega_peak * dd**0.5,
+            "s at the peak": 2 * mu_peak * r.omega_peak,
+        }
+    return pd.DataFrame(cols)

@@ -713,3 +713,41 @@ def test_loglog_positive_points_drops_what_log_axes_cannot_show():
     ax.figure.canvas.draw()  # draws without "Data cannot be log-scaled"
     ax = loglog_positive_points(x, 1 / x)  # all valid: loglog_points itself
     np.testing.assert_allclose(ax.containers[0].lines[0].get_ydata(), 1 / x)
+# ------------------------------------------------------------------ heads sweep (chapter 2)
+from icl_lib.figures import loss_strip, stacked_circuit_heatmaps  # noqa: E402
+from icl_lib.figures.strips import PATTERN_COLORS  # noqa: E402
+
+
+@pytest.mark.parametrize("Hs", [[3], [1, 2, 4]])
+def test_stacked_circuit_heatmaps_one_subfigure_per_model_also_for_one(gen, Hs):
+    """One model gives one sub-figure (fig.subfigures squeezes a single one: no iteration over it);
+    each shows its own circuits and title; the width follows the model with the most heads."""
+    models = [(torch.randn(H, 5, 5, generator=gen, dtype=torch.float64),
+               torch.randn(H, 1, 5, generator=gen, dtype=torch.float64), f"H = {H}", [f"h{h}" for h in range(H)])
+              for H in Hs]
+    fig = stacked_circuit_heatmaps(models, 4, row_height=3.4)
+    assert len(fig.subfigs) == len(Hs)
+    assert fig.get_size_inches() == pytest.approx((2.2 * max(Hs) + 1.2, 3.4 * len(Hs)))
+    for sub, (KQ, OV, title, labels) in zip(fig.subfigs, models):
+        assert sub.get_suptitle() == title
+        panels = [ax for ax in sub.axes if ax.images]
+        assert len(panels) == 2 * KQ.shape[0]
+        np.testing.assert_allclose(panels[-1].images[0].get_array(), OV[-1].numpy())
+        assert panels[0].get_title() == f"KQ, {labels[0]}"
+    with pytest.raises(ValueError, match=r"^models="):
+        stacked_circuit_heatmaps([], 4)
+
+
+def test_loss_strip_a_dot_per_model_coloured_by_pattern_and_the_references():
+    models = pd.DataFrame({"H": [1, 1, 2, 2, 3], "test loss": [0.5, 0.45, 0.3, 0.31, 0.29],
+                           "pattern": ["single-head", "single-head", "pos/neg", "single-sign", "pos/neg"]})
+    refs = {"a": 0.4, "b": 0.28, "c": 0.2}
+    ax = loss_strip(models, refs)
+    assert sorted(_hlines(ax)) == pytest.approx([0.2, 0.28, 0.4])
+    points = np.concatenate([c.get_offsets() for c in ax.collections])
+    assert sorted(points[:, 1]) == pytest.approx(sorted(models["test loss"]))
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"single-head", "pos/neg", "single-sign", "a (0.400)"} <= set(labels)
+    assert set(PATTERN_COLORS) == {"single-head", "pos/neg", "single-sign"}
+    ax2 = loss_strip(models[models.H == 3], refs)  # one head count, one pattern
+    assert len(np.concatenate([c.get_offsets() for c in ax2.collections])) == 1

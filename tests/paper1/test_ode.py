@@ -8,7 +8,8 @@ from scipy.integrate import solve_ivp
 from scipy.linalg import expm
 
 from icl_lib.paper1.approx_loss import ApproxLossConfig
-from icl_lib.paper1.ode import FlowConfig, flow_rhs, gradient_flow, growth_rate_fit, initial_theta, valley_omega
+from icl_lib.paper1 import ode
+from icl_lib.paper1.ode import FlowConfig, FlowResult, flow_rhs, gradient_flow, growth_rate_fit, initial_theta, valley_omega
 
 
 def reduced_rhs(t, y, d, L, s2):
@@ -102,3 +103,57 @@ def test_late_time_law_of_the_valley():
 def test_flow_config_validation(kwargs, name):
     with pytest.raises(ValueError, match=rf"^{name}=.* is invalid: accepted"):
         FlowConfig(**kwargs)
+
+
+# ------------------------------------------------------------------------ chapter 4's tables
+def _fake_result(cfg, t_phase1, t_peak, omega_peak, mu_peak, n_steps, nfev, seconds):
+    """A FlowResult with given phase marks; its dense output returns mu_1 = mu_peak everywhere."""
+    theta = np.zeros((n_steps, 4))
+    return FlowResult(cfg, np.linspace(0, cfg.t_max, n_steps), theta, 2.0, t_phase1, t_peak, omega_peak,
+                      np.array([t_peak]), np.array([-1]), nfev, 0, seconds, "ok",
+                      lambda t: np.tile([[mu_peak], [-mu_peak], [omega_peak], [-omega_peak]], (1, len(t))))
+
+
+@pytest.mark.parametrize("d, L, s2, t_max", [(5, 40, 0.1, 1e5), (10, 40, 0.1, 1e5), (3, 7, 0.5, 2e3)])
+def test_predicted_s_gap_is_the_closed_form(d, L, s2, t_max):
+    """(s* - 2 mu omega)/s* at t_max from the valley law, written out: s* (c d^3)^(1/3) t^(-2/3) / 8."""
+    c = (1 + s2) / L
+    ss = 1 / (1 + (1 + s2) * d / L)
+    cfg = FlowConfig(loss=ApproxLossConfig(d, L, s2), t_max=t_max)
+    assert ode.predicted_s_gap(cfg) == pytest.approx(ss * (c * d**3) ** (1 / 3) * t_max ** (-2 / 3) / 8, rel=1e-12)
+    with pytest.raises(ValueError, match="^cfg="):
+        ode.predicted_s_gap(cfg.loss)
+
+
+def test_limits_table_holds_c_s_star_and_the_floor():
+    flows = {5: FlowConfig(loss=ApproxLossConfig(5, 40, 0.1)), 10: FlowConfig(loss=ApproxLossConfig(10, 20, 0.5))}
+    t = ode.limits_table(flows)
+    assert list(t.columns) == ["d = 5", "d = 10"]
+    assert t.loc["c = (1+sigma2)/L", "d = 5"] == pytest.approx(1.1 / 40)
+    assert t.loc["s*", "d = 5"] == pytest.approx(1 / (1 + 1.1 * 5 / 40))
+    assert t.loc["1 + sigma2 - s*", "d = 10"] == pytest.approx(1.5 - 1 / (1 + 1.5 * 10 / 20))
+
+
+def test_phase_and_timing_tables_read_the_results():
+    cfg = FlowConfig(loss=ApproxLossConfig(5, 40, 0.1), t_max=10.0)
+    results = {5: _fake_result(cfg, 2.0, 3.5, 0.6, 0.7, 11, 123, 0.25),
+               10: _fake_result(cfg, 1.5, 3.0, 0.4, 0.9, 7, 45, 0.5)}
+    p = ode.phase_table(results)
+    assert p["d = 5"].tolist() == [2.0, 3.5, 0.6, 11, 123, 0.25]
+    assert p.loc["solver steps", "d = 10"] == 7 and p.loc["t_II (peak of omega)", "d = 10"] == 3.0
+    t = ode.timing_table(results)
+    assert t.loc["t_II - t_I", "d = 5"] == pytest.approx(1.5)
+    assert t.loc["omega_max * sqrt(d)", "d = 10"] == pytest.approx(0.4 * 10**0.5)
+    assert t.loc["s at the peak", "d = 5"] == pytest.approx(2 * 0.7 * 0.6)  # 2 mu_1 omega_1 at t_II
+
+
+def test_residual_table_pairs_each_measurement_with_its_prediction():
+    keys = ["s_end", "s_gap_rel", "pred_s_gap_rel", "loss_gap_rel", "pred_loss_gap_rel", "mu_lag", "pred_mu_lag",
+            "gap_slope"]
+    summaries = {5: {k: float(i) for i, k in enumerate(keys)}, 10: {k: -float(i) for i, k in enumerate(keys)}}
+    flows = {5: FlowConfig(loss=ApproxLossConfig(5, 40, 0.1)), 10: FlowConfig(loss=ApproxLossConfig(10, 40, 0.1))}
+    t = ode.residual_table(summaries, flows)
+    assert list(t.index) == ["d = 5", "d = 10"]
+    assert t.loc["d = 5"].tolist() == [0.0, 1 / (1 + 1.1 * 5 / 40), 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    assert t.loc["d = 10", "s*"] == pytest.approx(1 / (1 + 1.1 * 10 / 40))
+    assert t.loc["d = 10", "log-log slope of the gap"] == -7.0
