@@ -215,10 +215,11 @@ class Claims:
         """Whether a claim declared for ``profiles`` is evaluated in this build's profile."""
         return self.profile in _profiles(profiles)
 
-    def test(self, cid: str, estimate, rule: Rule, statement: str, section: str = "", profiles=PROFILES) -> str:
+    def test(self, cid: str, estimate, rule: Rule, statement: str, section: str = "", profiles=PROFILES) -> None:
         """Record claim ``cid``: ``rule`` decides on the interval of ``estimate`` (an
         :class:`icl_lib.stats.Estimate`).  A claim not declared for this profile is recorded as
-        ``NOT-RUN`` whatever the estimate.  Returns the verdict."""
+        ``NOT-RUN`` whatever the estimate.  Returns nothing (a check as the last line of a cell
+        adds no output); the verdict is ``claims.items[-1].verdict``."""
         profiles = _profiles(profiles)
         if self.profile not in profiles:
             return self.not_run(cid, rule.text, statement, section, profiles)
@@ -226,25 +227,22 @@ class Claims:
         interval = f"[{format_value(estimate.lo)},{format_value(estimate.hi)}]"
         self._add(Claim(cid, verdict, format_value(estimate.value), rule.text, statement, self.profile, interval,
                         section, profiles, estimate.level, _cell_number()))
-        return verdict
 
-    def not_run(self, cid: str, expected: str, statement: str, section: str = "", profiles=("paper",)) -> str:
+    def not_run(self, cid: str, expected: str, statement: str, section: str = "", profiles=("paper",)) -> None:
         """List claim ``cid``, declared for ``profiles`` only, as not run in this profile."""
         self._add(Claim(cid, "NOT-RUN", "-", expected.replace(" ", ""), statement, self.profile, "-", section,
                         _profiles(profiles), None, _cell_number()))
-        return "NOT-RUN"
 
     def check(self, cid: str, passed: bool, measured, expected: str, statement: str = "", section: str = "",
-              profiles=PROFILES) -> str:
+              profiles=PROFILES) -> None:
         """Record claim ``cid`` decided by the chapter's own comparison ``passed`` (no interval: for
-        exact statements, e.g. a closed form at round-off).  Returns the verdict."""
+        exact statements, e.g. a closed form at round-off).  Returns nothing."""
         profiles = _profiles(profiles)
         if self.profile not in profiles:
             return self.not_run(cid, expected, statement, section, profiles)
         verdict = "PASS" if passed else "FAIL"
         self._add(Claim(cid, verdict, format_value(measured), expected.replace(" ", ""), statement, self.profile,
                         "-", section, profiles, None, _cell_number()))
-        return verdict
 
     def counts(self) -> dict[str, int]:
         """How many claims of each verdict."""

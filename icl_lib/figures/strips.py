@@ -12,6 +12,7 @@ import seaborn as sns
 from typing import Mapping
 
 from ..paper1.multitask import MODES
+from .style import fixed_jitter
 
 __all__ = ["loss_strip", "task_loss_plot", "PATTERN_COLORS"]
 
@@ -33,8 +34,9 @@ def task_loss_plot(losses: "pandas.DataFrame", refs: "pandas.DataFrame", fig=Non
     lines = [("Bayes", "-."), ("dGD on support", "--"), ("shared weighted dGD", ":"), ("dGD on all coordinates", (0, (5, 1)))]
     for k, (ax, t) in enumerate(zip(axes, tasks)):
         sub = losses[losses["task"] == t]
-        sns.stripplot(data=sub, x="H", y="loss", hue="mode", palette=palette, hue_order=present, ax=ax, size=7,
-                      jitter=0.15, legend=k == 0)
+        with fixed_jitter(k):
+            sns.stripplot(data=sub, x="H", y="loss", hue="mode", palette=palette, hue_order=present, ax=ax, size=7,
+                          jitter=0.15, legend=k == 0)
         for name, ls in lines:
             ax.axhline(refs.loc[t, name], color="0.3", ls=ls, lw=1, label=name if k == 0 else None)
         ax.set_title(f"task {t}")
@@ -53,8 +55,9 @@ def loss_strip(models: "pandas.DataFrame", references: Mapping[str, float], ax=N
     horizontal lines (chapter 2).  Returns the axes."""
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.8))
-    sns.stripplot(data=models, x="H", y="test loss", hue="pattern", ax=ax, size=7, jitter=0.15,
-                  palette=PATTERN_COLORS)
+    with fixed_jitter():
+        sns.stripplot(data=models, x="H", y="test loss", hue="pattern", ax=ax, size=7, jitter=0.15,
+                      palette=PATTERN_COLORS)
     for k, (label, value) in enumerate(references.items()):
         ax.axhline(value, color="0.3", ls=["--", ":", "-."][k % 3], lw=1, label=f"{label} ({value:.3f})")
     ax.set_ylabel("test ICL loss")

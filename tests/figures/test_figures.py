@@ -751,3 +751,19 @@ def test_loss_strip_a_dot_per_model_coloured_by_pattern_and_the_references():
     assert set(PATTERN_COLORS) == {"single-head", "pos/neg", "single-sign"}
     ax2 = loss_strip(models[models.H == 3], refs)  # one head count, one pattern
     assert len(np.concatenate([c.get_offsets() for c in ax2.collections])) == 1
+
+
+def test_strip_plots_are_the_same_at_every_build():
+    """Seaborn jitters strip plots with numpy's global random state: the figures seed it (and
+    restore it), so two draws of the same data put every dot at the same place."""
+    from icl_lib.figures import loss_strip
+
+    models = pd.DataFrame({"H": [1, 1, 2, 2], "test loss": [0.5, 0.45, 0.3, 0.31],
+                           "pattern": ["single-head", "single-head", "pos/neg", "pos/neg"]})
+    np.random.seed(1)
+    before = np.random.get_state()[1].copy()
+    a = np.concatenate([c.get_offsets() for c in loss_strip(models, {"a": 0.4}).collections])
+    assert np.array_equal(np.random.get_state()[1], before)  # the global state is left as it was
+    np.random.uniform()  # another state: the figure must not depend on it
+    b = np.concatenate([c.get_offsets() for c in loss_strip(models, {"a": 0.4}).collections])
+    assert np.array_equal(a, b)
