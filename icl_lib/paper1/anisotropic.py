@@ -45,7 +45,6 @@ import torch
 
 from ..circuits import effective_preconditioner, kq_blocks, omega_of
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
-from ..data import Batch
 from ..engine import Run, stack_models, train
 from ..estimators import bayes_risk_mc, debiased_gd_predict, mc_risk, model_risk
 from ..seeding import derive_seed, generator
@@ -57,7 +56,6 @@ __all__ = [
     "optimal_preconditioner",
     "optimal_pgd_risk",
     "optimal_eta",
-    "posterior_mean_predict",
     "trace_normalise",
     "rel_dist",
     "band_mean",
@@ -151,19 +149,6 @@ def optimal_eta(Sigma, L: int, sigma2: float, debiased: bool = True) -> float:
     return float(torch.trace(S @ B) / torch.trace(S @ A))
 
 
-def posterior_mean_predict(batch: Batch, prior_cov, sigma2: float) -> torch.Tensor:
-    """Bayes posterior-mean prediction ``x_q^T P X^T (X P X^T + sigma2 I)^{-1} y`` for the prior
-    ``beta ~ N(0, P)``, by Gaussian conditioning of ``beta`` on ``y`` (the kernel form; chapter 6
-    uses it to check that ridge with penalty ``sigma2 d`` is the posterior mean also when ``Sigma != I``)."""
-    x, y, xq = batch.x, batch.y[..., 0], batch.xq  # (B, L, d), (B, L), (B, d)
-    P = torch.as_tensor(prior_cov, dtype=x.dtype, device=x.device)
-    K = x @ P @ x.transpose(-1, -2) + sigma2 * torch.eye(x.shape[-2], dtype=x.dtype, device=x.device)  # (B, L, L)
-    alpha = torch.linalg.solve(K, y[..., None])[..., 0]  # (B, L)
-    beta_hat = (alpha[..., None] * (x @ P)).sum(-2)  # (B, d) = P X^T alpha
-    return (beta_hat * xq).sum(-1)
-
-
-# ------------------------------------------------------------------------------- learned Gamma
 def trace_normalise(M: torch.Tensor) -> torch.Tensor:
     """``M / (tr M / d)``: unit mean diagonal, sign removed (the shape normalisation of chapter 6)."""
     M = torch.as_tensor(M, dtype=torch.float64)

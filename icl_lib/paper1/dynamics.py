@@ -10,8 +10,6 @@ that explains them.  Contents:
 * :func:`symmetric_two_head`, :func:`reparam_circuits`, :func:`true_loss_mc` -- Monte Carlo of the
   true ICL loss of circuits in the reparameterised form (3.1), one ensemble for a whole grid
   (Proposition 4.1, Figure 5);
-* :func:`conditional_loss` -- the same loss averaged over the task and the noise in closed form
-  given the covariates (a second, independent estimator, used by the tests);
 * :func:`attention_norms`, :func:`attention_norm_lln` -- the attention-probability norm
   ``||softmax(omega X x_q)||_2`` and its large-L law (Figure 19);
 * :class:`ApproxGDConfig`, :func:`approx_gd` -- gradient descent on (4.1) for the reparameterised
@@ -58,7 +56,6 @@ __all__ = [
     "symmetric_two_head",
     "reparam_circuits",
     "true_loss_mc",
-    "conditional_loss",
     "attention_norms",
     "attention_norm_lln",
     "ApproxGDConfig",
@@ -301,26 +298,6 @@ def true_loss_mc(
     return torch.cat(means), torch.cat(ses)
 
 
-@torch.no_grad()
-def conditional_loss(omega, mu, x: torch.Tensor, xq: torch.Tensor, sigma2: float) -> torch.Tensor:
-    """``E[(y_hat - y_q)^2 | X, x_q]`` of the H-kernel predictor (3.2), averaged over ``beta`` and noise.
-
-    With ``a = sum_h mu_h softmax(omega_h X x_q)`` the prediction is ``y_hat = a^T y``, so for
-    ``beta ~ N(0, I/d)`` and noise variance ``sigma2``:
-    ``E[.. | X, x_q] = ||X^T a - x_q||^2 / d + sigma2 (||a||^2 + 1)``.
-    ``omega, mu (R, H)``, ``x (B, L, d)``, ``xq (B, d)``; returns ``(R, B)``.  Tests of chapter 3.
-    """
-    omega = torch.as_tensor(omega, dtype=x.dtype)
-    mu = torch.as_tensor(mu, dtype=x.dtype)
-    g = (x @ xq[..., None])[..., 0]  # (B, L) = x_i^T x_q
-    p = torch.softmax(omega[:, None, :, None] * g[None, :, None, :], dim=-1)  # (R, B, H, L)
-    a = (p * mu[:, None, :, None]).sum(2)  # (R, B, L)
-    resid = (a[..., None] * x).sum(-2) - xq  # (R, B, d) = X^T a - x_q
-    d = x.shape[-1]
-    return resid.pow(2).sum(-1) / d + sigma2 * (a.pow(2).sum(-1) + 1.0)
-
-
-# ------------------------------------------------------------------------------- attention norms
 @torch.no_grad()
 def attention_norms(d: int, L: int, omega: float, n: int = 4000, seed: int = 0, chunk: int | None = None) -> torch.Tensor:
     """``||softmax(omega X x_q)||_2`` for ``n`` draws of ``x_1..x_L, x_q ~ N(0, I_d)``: shape ``(n,)``.

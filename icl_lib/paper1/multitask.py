@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -48,7 +48,6 @@ import torch
 from ..circuits import DUMMY_TOL, kq_diagonal, mu_matrix
 from ..config import DataConfig
 from ..data import Batch, sample_chunks
-from ..estimators import debiased_gd_predict, ridge_predict
 from ..seeding import derive_seed, generator
 from ..validate import check_float, check_int, check_int_list, fail
 
@@ -58,16 +57,11 @@ __all__ = [
     "shared_and_single",
     "check_supports",
     "task_batch",
-    "debiased_gd_support_predict",
-    "debiased_gd_all_predict",
-    "debiased_gd_diag_predict",
-    "bayes_task_predict",
     "debiased_gd_diag_risk",
     "support_gamma",
     "optimal_gamma_shared",
     "bayes_task_risk",
     "reference_risks",
-    "mc_task_risk",
     "model_task_risk",
     "effective_gamma",
     "HeadRole",
@@ -202,32 +196,6 @@ def task_batch(batch: Batch, task: int, coords: Sequence[int] | None = None) -> 
     return Batch.from_arrays(x, y[..., task : task + 1], xq, yq[..., task : task + 1])
 
 
-def debiased_gd_support_predict(batch: Batch, data: DataConfig, task: int, eta: float) -> torch.Tensor:
-    """Debiased GD on task ``task``'s true support: ``(eta/L) sum_i y_{i,n} (x_{i,S} - xbar_S)^T x_{q,S}``
-    (paper 1, C.3 Mode III).  Returns ``(..., B)``."""
-    return debiased_gd_predict(task_batch(batch, task, _supports(data)[task]), eta)
-
-
-def debiased_gd_all_predict(batch: Batch, task: int, eta: float) -> torch.Tensor:
-    """Debiased GD on all ``d`` coordinates for task ``task`` (paper 1, eq. 4.6 applied per task)."""
-    return debiased_gd_predict(task_batch(batch, task), eta)
-
-
-def debiased_gd_diag_predict(batch: Batch, task: int, gamma: torch.Tensor) -> torch.Tensor:
-    """Debiased GD with pre-conditioner ``diag(gamma)`` (step included) for task ``task``:
-    ``(1/L) sum_i y_{i,n} (x_i - xbar)^T diag(gamma) x_q`` (weighted debiased GD, C.3 Mode II)."""
-    gamma = torch.as_tensor(gamma, dtype=batch.x.dtype, device=batch.x.device)
-    return debiased_gd_predict(task_batch(batch, task), 1.0, Gamma=torch.diag(gamma))
-
-
-def bayes_task_predict(batch: Batch, data: DataConfig, task: int) -> torch.Tensor:
-    """Bayes posterior mean of task ``task``: ridge on ``x_{S_n}`` with penalty ``sigma2 * s_n``
-    (prior ``N(0, I / s_n)``; the other tasks' labels are independent of ``beta_n``)."""
-    S = _supports(data)[task]
-    return ridge_predict(task_batch(batch, task, S), data.sigma2 * len(S))
-
-
-# ------------------------------------------------------------------------------ closed forms
 def _mask(data: DataConfig, task: int) -> torch.Tensor:
     return data.support_mask()[check_int("task", task, 0, data.n_tasks - 1)]  # (d,)
 
@@ -326,16 +294,6 @@ def reference_risks(data: DataConfig, n_bayes: int = 200_000, seed: int = 0) -> 
 
 
 # ------------------------------------------------------------------------------ Monte Carlo
-@torch.no_grad()
-def mc_task_risk(
-    predict: Callable[[Batch], torch.Tensor], data: DataConfig, n: int = 100_000, seed: int = 0, chunk: int = 20_000
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Monte Carlo per-task risk of ``predict`` (multi-task batch -> ``(B, N)``): (mean (N,), se (N,))."""
-    n = check_int("n", n, 2)
-    e = torch.cat([(predict(b) - b.yq) ** 2 for b in sample_chunks(data, n, seed, chunk)])  # (n, N)
-    return e.mean(0), e.std(0) / math.sqrt(e.shape[0])
-
-
 @torch.no_grad()
 def model_task_risk(
     model, data: DataConfig, n: int = 20_000, seed: int = 0, chunk: int = 2_000

@@ -30,7 +30,6 @@ __all__ = [
     "empirical_loss",
     "empirical_regulariser",
     "empirical_Q",
-    "empirical_grad",
     "empirical_loss_grad",
     "regulariser_grad",
     "population_loss",
@@ -104,30 +103,6 @@ def empirical_Q(A, B, X, Y, regularised: bool = True) -> torch.Tensor:
     return q + empirical_regulariser(A, B, X) if regularised else q
 
 
-def empirical_grad(A, B, X, Y, regularised: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gradient of the sequence-averaged ``Q_hat`` (or ``L_hat``) in ``(A, B)`` by autograd.
-
-    This is the gradient oracle of paper 2, Section 3.1, with the expectation ``E[grad Q_hat]``
-    replaced by the mean over the ``K`` fresh sequences in ``X (R, K, n, d)``, ``Y (R, K, n, p)``.
-    Sequences are processed in chunks so that memory stays bounded at large ``n``.
-    Returns ``(grad_A (R, p, d), grad_B (R, d, d))``.
-    """
-    R, K, n, _ = X.shape
-    chunk = max(1, min(K, _CHUNK_ELEMENTS // max(1, R * n * n)))
-    gA = torch.zeros_like(A)
-    gB = torch.zeros_like(B)
-    for k0 in range(0, K, chunk):
-        Xc, Yc = X[:, k0 : k0 + chunk], Y[:, k0 : k0 + chunk]
-        with torch.enable_grad():
-            A_ = A.detach().requires_grad_(True)
-            B_ = B.detach().requires_grad_(True)
-            q = empirical_Q(A_, B_, Xc, Yc, regularised).sum() * (Xc.shape[1] / K)
-            a, b = torch.autograd.grad(q, (A_, B_))
-        gA += a
-        gB += b
-    return gA, gB
-
-
 def population_loss(A, B, M, Sigma, noise_var: float = 0.0) -> torch.Tensor:
     """``L = 1/2 ||(A Sigma B^T - M) Sigma^{1/2}||_F^2 + 1/2 E||z||^2`` (paper 2, Section 4): ``(R,)``."""
     return excess_loss(A, B, M, Sigma) + 0.5 * noise_var
@@ -197,7 +172,7 @@ def Q_P_geometry(A, B, M, Sigma, noise_var: float = 0.0) -> torch.Tensor:
 def empirical_loss_grad(A, B, X, Y) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradient of the sequence-averaged ``L_hat`` in ``(A, B)`` by explicit back-propagation.
 
-    The same quantity as :func:`empirical_grad` with ``regularised=False`` (tested against it), with
+    The same quantity as autograd of :func:`empirical_Q` with ``regularised=False`` (tested against it), with
     less memory and time: with ``P = softmax(X B X^T)``, ``mu = P X``, ``r = mu A^T - Y`` and
     ``dmu = r A / (n K)`` per sequence,
 

@@ -25,7 +25,6 @@ from icl_lib.paper1.dynamics import (
     attention_norm_study,
     attention_norms,
     check_stage_heads,
-    conditional_loss,
     detect_stages,
     first_persistent_step,
     gd_stages,
@@ -56,6 +55,31 @@ from icl_lib.paper1.dynamics import (
 from icl_lib.seeding import derive_seed
 from icl_lib.estimators import debiased_gd_risk
 from icl_lib.models import AttentionEnsemble
+
+
+
+# a second, independent estimator of the true loss (moved from the library: only the tests use it)
+@torch.no_grad()
+def conditional_loss(omega, mu, x: torch.Tensor, xq: torch.Tensor, sigma2: float) -> torch.Tensor:
+    """``E[(y_hat - y_q)^2 | X, x_q]`` of the H-kernel predictor (3.2), averaged over ``beta`` and noise.
+
+    With ``a = sum_h mu_h softmax(omega_h X x_q)`` the prediction is ``y_hat = a^T y``, so for
+    ``beta ~ N(0, I/d)`` and noise variance ``sigma2``:
+    ``E[.. | X, x_q] = ||X^T a - x_q||^2 / d + sigma2 (||a||^2 + 1)``.
+    ``omega, mu (R, H)``, ``x (B, L, d)``, ``xq (B, d)``; returns ``(R, B)``.  Tests of chapter 3.
+    """
+    omega = torch.as_tensor(omega, dtype=x.dtype)
+    mu = torch.as_tensor(mu, dtype=x.dtype)
+    g = (x @ xq[..., None])[..., 0]  # (B, L) = x_i^T x_q
+    p = torch.softmax(omega[:, None, :, None] * g[None, :, None, :], dim=-1)  # (R, B, H, L)
+    a = (p * mu[:, None, :, None]).sum(2)  # (R, B, L)
+    resid = (a[..., None] * x).sum(-2) - xq  # (R, B, d) = X^T a - x_q
+    d = x.shape[-1]
+    return resid.pow(2).sum(-1) / d + sigma2 * (a.pow(2).sum(-1) + 1.0)
+
+
+# ------------------------------------------------------------------------------- attention norms
+
 
 CFG = ApproxLossConfig(5, 40, 0.1)
 DATA = DataConfig(d=5, L=40, sigma2=0.1)

@@ -13,22 +13,17 @@ from icl_lib.estimators import debiased_gd_risk, model_risk
 from icl_lib.config import ModelConfig, RunSpec
 from icl_lib.engine import Run
 from icl_lib.paper1.multitask import (
-    bayes_task_predict,
     bayes_task_risk,
     check_supports,
     classify_mode,
     max_bayes_draws,
     max_test_prompts,
     coordinate_groups,
-    debiased_gd_all_predict,
-    debiased_gd_diag_predict,
     debiased_gd_diag_risk,
-    debiased_gd_support_predict,
     effective_gamma,
     expected_mode,
     global_pattern,
     global_pattern_table,
-    mc_task_risk,
     median_gamma_off,
     mode_history_fractions,
     model_task_risk,
@@ -46,6 +41,47 @@ from icl_lib.paper1.multitask import (
     task_batch,
     task_loss_table,
 )
+
+from typing import Callable
+
+from icl_lib.data import Batch, sample_chunks
+from icl_lib.estimators import debiased_gd_predict, ridge_predict
+from icl_lib.validate import check_int
+
+# per-task reference predictors and their Monte Carlo risk, against which the closed forms are tested
+def debiased_gd_support_predict(batch: Batch, data: DataConfig, task: int, eta: float) -> torch.Tensor:
+    """Debiased GD on task ``task``'s true support: ``(eta/L) sum_i y_{i,n} (x_{i,S} - xbar_S)^T x_{q,S}``
+    (paper 1, C.3 Mode III).  Returns ``(..., B)``."""
+    return debiased_gd_predict(task_batch(batch, task, data.supports[task]), eta)
+
+def debiased_gd_all_predict(batch: Batch, task: int, eta: float) -> torch.Tensor:
+    """Debiased GD on all ``d`` coordinates for task ``task`` (paper 1, eq. 4.6 applied per task)."""
+    return debiased_gd_predict(task_batch(batch, task), eta)
+
+def debiased_gd_diag_predict(batch: Batch, task: int, gamma: torch.Tensor) -> torch.Tensor:
+    """Debiased GD with pre-conditioner ``diag(gamma)`` (step included) for task ``task``:
+    ``(1/L) sum_i y_{i,n} (x_i - xbar)^T diag(gamma) x_q`` (weighted debiased GD, C.3 Mode II)."""
+    gamma = torch.as_tensor(gamma, dtype=batch.x.dtype, device=batch.x.device)
+    return debiased_gd_predict(task_batch(batch, task), 1.0, Gamma=torch.diag(gamma))
+
+def bayes_task_predict(batch: Batch, data: DataConfig, task: int) -> torch.Tensor:
+    """Bayes posterior mean of task ``task``: ridge on ``x_{S_n}`` with penalty ``sigma2 * s_n``
+    (prior ``N(0, I / s_n)``; the other tasks' labels are independent of ``beta_n``)."""
+    S = data.supports[task]
+    return ridge_predict(task_batch(batch, task, S), data.sigma2 * len(S))
+
+
+# ------------------------------------------------------------------------------ closed forms
+
+@torch.no_grad()
+def mc_task_risk(
+    predict: Callable[[Batch], torch.Tensor], data: DataConfig, n: int = 100_000, seed: int = 0, chunk: int = 20_000
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Monte Carlo per-task risk of ``predict`` (multi-task batch -> ``(B, N)``): (mean (N,), se (N,))."""
+    n = check_int("n", n, 2)
+    e = torch.cat([(predict(b) - b.yq) ** 2 for b in sample_chunks(data, n, seed, chunk)])  # (n, N)
+    return e.mean(0), e.std(0) / math.sqrt(e.shape[0])
+
 
 DATA = DataConfig(d=6, L=40, sigma2=0.1, supports=[[0, 1, 2, 3], [2, 3, 4, 5]])
 SMALL = DataConfig(d=5, L=10, sigma2=0.3, supports=[[0, 1], [1, 2, 3]])  # coordinate 4 unused

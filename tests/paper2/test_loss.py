@@ -11,7 +11,6 @@ from icl_lib.paper2.data import P2Config, make_problem, sample
 from icl_lib.paper2.loss import (
     Q_P_geometry,
     attention_mean,
-    empirical_grad,
     empirical_loss_grad,
     empirical_regulariser,
     excess_loss,
@@ -21,6 +20,33 @@ from icl_lib.paper2.loss import (
     regulariser,
     regulariser_grad,
 )
+
+from icl_lib.paper2.loss import _CHUNK_ELEMENTS, empirical_Q
+
+# the gradient oracle by autograd, the reference for the explicit gradients (tests only)
+def empirical_grad(A, B, X, Y, regularised: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradient of the sequence-averaged ``Q_hat`` (or ``L_hat``) in ``(A, B)`` by autograd.
+
+    This is the gradient oracle of paper 2, Section 3.1, with the expectation ``E[grad Q_hat]``
+    replaced by the mean over the ``K`` fresh sequences in ``X (R, K, n, d)``, ``Y (R, K, n, p)``.
+    Sequences are processed in chunks so that memory stays bounded at large ``n``.
+    Returns ``(grad_A (R, p, d), grad_B (R, d, d))``.
+    """
+    R, K, n, _ = X.shape
+    chunk = max(1, min(K, _CHUNK_ELEMENTS // max(1, R * n * n)))
+    gA = torch.zeros_like(A)
+    gB = torch.zeros_like(B)
+    for k0 in range(0, K, chunk):
+        Xc, Yc = X[:, k0 : k0 + chunk], Y[:, k0 : k0 + chunk]
+        with torch.enable_grad():
+            A_ = A.detach().requires_grad_(True)
+            B_ = B.detach().requires_grad_(True)
+            q = empirical_Q(A_, B_, Xc, Yc, regularised).sum() * (Xc.shape[1] / K)
+            a, b = torch.autograd.grad(q, (A_, B_))
+        gA += a
+        gB += b
+    return gA, gB
+
 
 DT = torch.float64
 
