@@ -18,6 +18,7 @@ import torch
 from matplotlib.patches import Rectangle
 
 from ..config import DataConfig
+from ..paper1.anisotropic import rel_dist, scaled_inverse_blocks, trace_normalise
 from .style import CMAP, as_array
 
 __all__ = [
@@ -158,8 +159,6 @@ def inverse_heatmaps(KQ, d: int, Sigma, Gamma_star):
     """Paper 1, Figure 14 (chapter 6): every head's inverse covariate block ``KQ_h[:d, :d]^{-1}``
     divided by its mean diagonal, beside ``Sigma`` and ``Gamma*^{-1}`` (divided the same way), one
     colour scale; titles give the relative Frobenius distances to ``Sigma`` and ``Gamma*^{-1}``."""
-    from ..paper1.anisotropic import rel_dist, scaled_inverse_blocks, trace_normalise
-
     inv = scaled_inverse_blocks(torch.as_tensor(KQ), d)  # (H, d, d)
     inv_star = trace_normalise(torch.linalg.inv(torch.as_tensor(Gamma_star, dtype=torch.float64)))  # (d, d)
     panels = {f"head {h + 1}: $KQ^{{-1}}$ / tr\nd to $\\Sigma$ {float(rel_dist(inv[h], Sigma)):.3f}, "

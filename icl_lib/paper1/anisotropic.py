@@ -41,6 +41,7 @@ import numbers
 from typing import Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 import torch
 
 from ..circuits import effective_preconditioner, kq_blocks, omega_of
@@ -253,8 +254,6 @@ def risk_check(data: DataConfig, n: int, seed: int, scale: float = 0.1) -> "pand
     N(0, 1)^{d x d}`` (stream ``"perturbations"``), all on the same ``n`` prompts (stream
     ``"mc-check"``).  Paper 1, B.3 and G.4; chapter 6.  Rows ``Gamma*``, ``perturbation 1``,
     ``perturbation 2``; columns ``closed form``, ``Monte Carlo``, ``std error``."""
-    import pandas as pd
-
     Sigma, d = data.covariance_matrix(), data.d  # (d, d)
     G_star = optimal_preconditioner(Sigma, data.L, data.sigma2)  # (d, d)
     gen = generator(seed, "perturbations")
@@ -308,8 +307,6 @@ def circuit_table(runs: Mapping[float, Sequence[Run]]) -> "pandas.DataFrame":  #
     (each divided by ``tr / d``), the mean ``(i, i+2)`` entries of ``Gamma_eff`` and ``Gamma*`` (nan
     for ``d < 3``) and ``||Gamma_eff - Gamma*||_F / ||Gamma*||_F`` unnormalised.  Paper 1, B.3 and
     Figure 11; chapter 6."""
-    import pandas as pd
-
     rows = []
     for r, runs_r in runs.items():
         for run in runs_r:
@@ -398,8 +395,6 @@ def inverse_distances(runs: Sequence[Run], Sigma, Gamma_star) -> tuple["pandas.D
     :func:`scaled_inverse_blocks` to ``Sigma`` and to ``Gamma*^{-1} / (tr / d)`` (chapter 6).
     Returns the table (one row per ``(seed, head)``; empty without such runs) and, when it is not
     empty, the medians ``inv_S``, ``inv_G`` and ``inv_cmp``, a phrase saying which is nearer."""
-    import pandas as pd
-
     S = _sigma(Sigma)  # (d, d)
     inv_star = trace_normalise(torch.linalg.inv(torch.as_tensor(Gamma_star, dtype=torch.float64)))
     rows = []
@@ -427,8 +422,6 @@ def length_losses(
     debiased GD with its best step ``eta*(L)`` and the Bayes posterior mean (Monte Carlo, stream
     ``"mc-bayes"``).  Paper 1, B.3; chapter 6.  Rows: ``L``; ``model`` is the median over the models,
     ``model lo`` / ``model hi`` their smallest and largest loss."""
-    import pandas as pd
-
     Sigma, d, s2 = data.covariance_matrix(), data.d, data.sigma2  # (d, d)
     models = stack_models(runs)
     G_effs = [effective_preconditioner(run.KQ.double(), run.OV.double(), d) for run in runs]  # each (d, d)
@@ -455,8 +448,6 @@ def rho_losses(
     all seeds, against ``R_PGD(Gamma*)`` and plain debiased GD's best ``R_dGD(eta*)`` (paper 1, B.3;
     chapter 6).  Returns the table (rows: ``rho``) and the main ``rho``'s ``loss``, ``r_pgd``,
     ``r_dgd``."""
-    import pandas as pd
-
     rows = []
     for r, runs_r in runs.items():
         data = runs_r[0].spec.data

@@ -43,11 +43,13 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 import torch
 
 from ..circuits import DUMMY_TOL, kq_diagonal, mu_matrix
 from ..config import DataConfig
 from ..data import Batch, sample_chunks
+from ..engine import stack_models
 from ..seeding import derive_seed, generator
 from ..validate import check_float, check_int, check_int_list, fail
 
@@ -275,8 +277,6 @@ def reference_risks(data: DataConfig, n_bayes: int = 200_000, seed: int = 0) -> 
     """Per-task reference risks (rows: tasks 1..N): optimal debiased GD on the true support, on all
     coordinates, with the best shared pre-conditioner, and Bayes (with its Monte Carlo std error).
     Chapter 7's horizontal lines."""
-    import pandas as pd
-
     g_shared = optimal_gamma_shared(data)
     rows = []
     for t in range(data.n_tasks):
@@ -485,8 +485,6 @@ def pattern_table(KQ: torch.Tensor, OV: torch.Tensor, data: DataConfig) -> "pand
     """One row per head: the mean KQ diagonal over each coordinate group (task-1-only, shared,
     task-2-only, ...), the OV entries ``mu_{h,n}`` per task, and the head's role (paper 1, C.3's
     tables).  Chapter 7."""
-    import pandas as pd
-
     KQ, OV = KQ.detach().double().cpu(), OV.detach().double().cpu()
     w, m = kq_diagonal(KQ, data.d), mu_matrix(OV, data.d)
     roles = head_roles(KQ, OV, data)
@@ -504,8 +502,6 @@ def pattern_table(KQ: torch.Tensor, OV: torch.Tensor, data: DataConfig) -> "pand
 
 def mode_counts(summaries: dict[int, list[ModeSummary]]) -> "pandas.DataFrame":  # noqa: F821
     """Frequency of each mode per head count: ``{H: [ModeSummary per seed]}`` -> table (H x MODES)."""
-    import pandas as pd
-
     rows = {H: {mode: sum(s.mode == mode for s in ss) for mode in MODES} for H, ss in summaries.items()}
     df = pd.DataFrame(rows).T
     df.index.name = "H"
@@ -569,8 +565,6 @@ def predicted_shared_ratio(data: DataConfig) -> float:
 def global_pattern_table(sweep: dict, data: DataConfig) -> "pandas.DataFrame":  # noqa: F821
     """Paper 1, B.4's global pattern of every model: :func:`global_pattern`'s two ratios
     (``KQ off-diagonal``, ``OV off-pattern``), one row per ``(H, seed)``.  Chapter 7."""
-    import pandas as pd
-
     rows = []
     for H, runs in sweep.items():
         for r in runs:
@@ -591,8 +585,6 @@ def paper_mode_fractions(modes: dict, N: int) -> "pandas.DataFrame":  # noqa: F8
     """Per head count (index ``H``): the paper's mode for ``N`` tasks (``mode``), how many seeds
     are in it (``in mode``), the number of seeds (``seeds``) and their ratio (``fraction``).
     Chapter 7's mode claims (paper 1, B.4)."""
-    import pandas as pd
-
     rows = []
     for H, ss in modes.items():
         want = expected_mode(H, N)
@@ -611,8 +603,6 @@ def per_model_table(sweep: dict, modes: dict) -> "pandas.DataFrame":  # noqa: F8
     """One row per ``(H, seed)``: its mode, its heads' roles (``+1 -2 | ...``), the shared /
     single-task KQ ratio and, per task ``n``, ``Gamma_n off/on`` (the RMS of ``Gamma_n`` off
     ``S_n`` over its RMS on ``S_n``).  Chapter 7 (paper 1, B.4)."""
-    import pandas as pd
-
     rows = []
     for H, runs in sweep.items():
         for r, s in zip(runs, modes[H]):
@@ -634,10 +624,6 @@ def task_loss_table(sweep: dict, modes: dict, data: DataConfig, n: int = 20_000,
     (:func:`model_task_risk` with ``seed``): one row per (model, task) with columns ``H``,
     ``seed``, ``task`` (1-based), ``loss``, ``se`` (its Monte Carlo standard error) and ``mode``.
     Chapter 7 (paper 1, C.3)."""
-    import pandas as pd
-
-    from ..engine import stack_models
-
     runs = [r for rs in sweep.values() for r in rs]
     mode_of = [s.mode for H in sweep for s in modes[H]]  # aligned with runs
     risk, risk_se = model_task_risk(stack_models(runs), data, n=n, seed=seed)  # (R, N), (R, N)

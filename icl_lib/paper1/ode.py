@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import torch
 from scipy.integrate import solve_ivp
 
@@ -338,8 +339,6 @@ def limits_table(flows: dict) -> "pandas.DataFrame":  # noqa: F821
     """The river-valley limits of (4.1) per setting: ``c = (1 + sigma2)/L``, ``s*`` and the loss
     floor ``1 + sigma2 - s*`` (paper 1, Section 4.2).  ``flows`` maps ``d`` to a
     :class:`FlowConfig`; one column ``"d = <d>"`` per setting.  Chapter 4."""
-    import pandas as pd
-
     return pd.DataFrame({
         f"d = {dd}": {"c = (1+sigma2)/L": cfg.loss.c, "s*": cfg.loss.s_star,
                       "1 + sigma2 - s*": cfg.loss.loss_star}
@@ -352,8 +351,6 @@ def phase_table(results: dict) -> "pandas.DataFrame":  # noqa: F821
     ``t_I``, ``t_II``, ``omega_1(t_II)``, solver steps, right-hand-side evaluations and seconds
     (paper 1, Appendix D).  ``results`` maps ``d`` to a :class:`FlowResult`; one column
     ``"d = <d>"`` per setting.  Chapter 4."""
-    import pandas as pd
-
     return pd.DataFrame({
         f"d = {dd}": {"t_I (end of Phase I)": r.t_phase1, "t_II (peak of omega)": r.t_peak,
                       "omega at the peak": r.omega_peak, "solver steps": len(r.t),
@@ -368,8 +365,6 @@ def residual_table(summaries: dict, flows: dict) -> "pandas.DataFrame":  # noqa:
     relative ``s``-gap, loss gap and lag ``(mu - mu*)/mu*`` (D.17), each followed by its prediction,
     and the log-log slope of the gap (predicted ``-2/3``).  ``summaries`` maps ``d`` to
     :func:`phase_summary`'s dict, ``flows`` to the :class:`FlowConfig`.  Chapter 4."""
-    import pandas as pd
-
     rows = {}
     for dd, sm in summaries.items():
         rows[f"d = {dd}"] = {
@@ -387,8 +382,6 @@ def timing_table(results: dict) -> "pandas.DataFrame":  # noqa: F821
     10): ``t_I``, ``t_II``, their difference, ``omega_max``, ``omega_max sqrt(d)`` and
     ``s = 2 mu_1 omega_1`` at the peak.  ``results`` maps ``d`` to a :class:`FlowResult`; one
     column ``"d = <d>"`` per setting.  Chapter 4."""
-    import pandas as pd
-
     cols = {}
     for dd, r in results.items():
         mu_peak = r.sample(r.t_peak)[0, 0]  # mu_1(t_II)

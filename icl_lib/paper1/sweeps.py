@@ -19,6 +19,7 @@ import numbers
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 
 from ..circuits import PatternSummary, pattern_history
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
@@ -99,8 +100,6 @@ def head_table(sweep: dict[int, list[Run]], patterns: dict | None = None) -> "pa
     ``omega_h``, the OV entry ``mu_h`` (pattern (3.1)), the head's group, the model's effective rate
     ``eta = sum_h mu_h omega_h`` and its pattern (paper 1, Section 3).  ``patterns`` defaults to
     :func:`sweep_patterns`.  Chapter 2."""
-    import pandas as pd
-
     patterns = sweep_patterns(sweep) if patterns is None else patterns
     rows = []
     for H, runs in sweep.items():
@@ -119,8 +118,6 @@ def model_table(sweep: dict[int, list[Run]], patterns: dict | None = None) -> "p
     ``zero-sum`` (``|sum_h mu_h| / sum_h |mu_h|``), ``omega spread`` and ``eta``; see
     :class:`~icl_lib.circuits.PatternSummary`.  ``patterns`` defaults to :func:`sweep_patterns`.
     Chapter 2."""
-    import pandas as pd
-
     patterns = sweep_patterns(sweep) if patterns is None else patterns
     rows = []
     for H, runs in sweep.items():
