@@ -10,6 +10,8 @@ first (:func:`schedule`).  Every result is stored in the cache as soon as its en
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
@@ -75,13 +77,23 @@ def _train_concurrently(chunks: list, train_chunk: Callable) -> None:
             raise
 
 
+def _log_requests(keys: Sequence[str], specs: Sequence[RunSpec]) -> None:
+    path = os.environ.get("ICL_RUN_LOG")
+    if not path:
+        return
+    with open(path, "a") as fh:
+        for key, s in zip(keys, specs):
+            fh.write(json.dumps({"key": key, "spec": s.to_dict()}, sort_keys=True) + "\n")
+
+
 def train(
     specs: Sequence[RunSpec],
     device="auto",
     cache: bool = True,
-    progress: bool = True,
+    progress=True,
     max_ensemble: int = 64,
     graph: bool | None = None,
+    checkpoint_every: float = 60.0,
 ) -> list[Run]:
     """Train (or load from the run cache) every spec; returns one :class:`Run` per spec, in order.
 
@@ -90,7 +102,12 @@ def train(
     With ``cache=True`` a run in progress checkpoints into the cache folder and resumes there if
     interrupted; two processes asking for the same runs train them once (the second waits on a
     file lock, then loads).  ``graph`` captures each step as a CUDA graph (GPU only; ``None``:
-    when the environment variable ``ICL_CUDA_GRAPH`` is ``1``).
+    when the environment variable ``ICL_CUDA_GRAPH`` is ``1``).  ``progress``: ``True`` shows a bar
+    per ensemble, a callable is called with the number of models after every step.
+
+    With the environment variable ``ICL_RUN_LOG`` set to a file, every requested run's key and
+    spec are appended to it as JSON lines (what a process asked for: the book's plan is tested
+    against what its chapters train with it, :mod:`icl_lib.tools.plan`).
     """
     specs = list(specs)
     for k, s in enumerate(specs):
@@ -99,6 +116,7 @@ def train(
     max_ensemble = check_int("max_ensemble", max_ensemble, 1)
     ex = Execution.resolve(device, "auto", graph)
     keys = [s.key(ex.device.type, ex.draw_ahead) for s in specs]
+    _log_requests(keys, specs)
     store = RunCache() if cache else None
     found: dict[str, Run] = {}
     if store is not None:
@@ -111,7 +129,8 @@ def train(
 
     def train_chunk(chunk: list[str], shards: int | None = None, stop=None) -> None:
         if store is None:
-            runs = EnsembleTrainer([todo[k] for k in chunk], progress=progress, shards=shards, execution=ex).run(stop=stop)
+            runs = EnsembleTrainer([todo[k] for k in chunk], progress=progress, shards=shards, execution=ex,
+                                   checkpoint_every=checkpoint_every).run(stop=stop)
             found.update(zip(chunk, runs))
             return
         with store.locked(chunk):
@@ -126,7 +145,8 @@ def train(
                 return
             ckpt = store.checkpoint_path(missing)
             trainer = EnsembleTrainer(
-                [todo[k] for k in missing], checkpoint=ckpt, progress=progress, shards=shards, execution=ex
+                [todo[k] for k in missing], checkpoint=ckpt, checkpoint_every=checkpoint_every, progress=progress,
+                shards=shards, execution=ex,
             )
             runs = trainer.run(stop=stop)
             for k, run in zip(missing, runs):

@@ -65,7 +65,9 @@ class EnsembleTrainer:
     given, it is resolved from ``device``, ``draw_ahead``, ``graph`` and ``compile``.
     ``checkpoint``: a file written atomically every ``checkpoint_every`` seconds, on Ctrl-C and
     when stopped early, and resumed from when it exists.  ``shards``: CPU threads each training a
-    slice of the ensemble (default: one per thread).
+    slice of the ensemble (default: one per thread).  ``progress``: ``True`` shows this ensemble's
+    bar; a callable instead is called with the number of models after every step (a progress
+    bar over many ensembles: :func:`icl_lib.tools.plan.train_plan`).
     """
 
     def __init__(
@@ -74,7 +76,7 @@ class EnsembleTrainer:
         device="auto",
         checkpoint: str | os.PathLike | None = None,
         checkpoint_every: float = 60.0,
-        progress: bool = True,
+        progress=True,
         compile: bool | str = "auto",
         shards: int | None = None,
         draw_ahead: int | str = "auto",
@@ -120,7 +122,8 @@ class EnsembleTrainer:
         self.checkpoint_every = checkpoint_every
         # ICL_PROGRESS=0 turns the bar off: the book build sets it (book/_ext/icl_book.py), since a
         # static page has no use for it and in a notebook it is one more output of a figure cell.
-        self.progress = progress and os.environ.get("ICL_PROGRESS", "1") != "0"
+        self.report = progress if callable(progress) else None  # called with R after every step
+        self.progress = progress is True and os.environ.get("ICL_PROGRESS", "1") != "0"
         self.source, self.stepper = self._source_and_step(shards)
         if self.checkpoint is not None and self.checkpoint.exists():
             self.load_state_dict(torch.load(self.checkpoint, map_location=self.device, weights_only=True))
@@ -260,6 +263,8 @@ class EnsembleTrainer:
                 self.step = t + 1
                 if bar is not None:
                     bar.update(1)
+                if self.report is not None:
+                    self.report(len(self.specs))
                 now = time.perf_counter()
                 if self.checkpoint is not None and now - last_ckpt > self.checkpoint_every and self.step < steps:
                     self.source.rewind()

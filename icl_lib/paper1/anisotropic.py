@@ -267,6 +267,15 @@ def risk_check(data: DataConfig, n: int, seed: int, scale: float = 0.1) -> "pand
 
 
 # ------------------------------------------------------------------------------- chapter 6: training
+def rho_specs(
+    rhos: Sequence[float], seeds: int, seed: int, d: int, L: int, sigma2: float, train_cfg: TrainConfig
+) -> list[RunSpec]:
+    """The runs of :func:`rho_sweep`: one two-head model per ``(rho, k)``, KMS covariance
+    ``rho^|i-j|``, run seed ``seed + k``, ordered by ``rho`` then ``k`` (chapter 6)."""
+    return [RunSpec(data=DataConfig(d=d, L=L, sigma2=sigma2, rho=r), model=ModelConfig(heads=2), train=train_cfg,
+                    seed=seed + k) for r in rhos for k in range(seeds)]
+
+
 def rho_sweep(
     rhos: Sequence[float], seeds: int, seed: int, d: int, L: int, sigma2: float, train_cfg: TrainConfig,
     device: str = "auto",
@@ -275,9 +284,7 @@ def rho_sweep(
     ``seed + k`` for ``k < seeds``, all in one :func:`~icl_lib.engine.train` call (paper 1, B.3;
     chapter 6).  Returns ``{rho: [runs of seeds seed, seed+1, ...]}`` in the order of ``rhos``."""
     seeds = check_int("seeds", seeds, 1)
-    specs = [RunSpec(data=DataConfig(d=d, L=L, sigma2=sigma2, rho=r), model=ModelConfig(heads=2), train=train_cfg,
-                     seed=seed + k) for r in rhos for k in range(seeds)]
-    runs = train(specs, device=device)
+    runs = train(rho_specs(rhos, seeds, seed, d, L, sigma2, train_cfg), device=device)
     return {r: runs[i * seeds:(i + 1) * seeds] for i, r in enumerate(rhos)}
 
 

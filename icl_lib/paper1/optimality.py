@@ -52,7 +52,7 @@ import torch
 
 from .. import estimators as est
 from ..circuits import effective_preconditioner, effective_rate, mu_of, omega_of
-from ..config import DataConfig, TrainConfig
+from ..config import DataConfig, RunSpec, TrainConfig
 from ..data import Batch, sample_batch, sample_chunks
 from ..engine import Run, stack_models, train
 from ..models import ACTIVATIONS
@@ -395,6 +395,12 @@ LABELS = {  # f of each variant, as the chapter's tables and figures name it
 NAN = float("nan")
 
 
+def variant_specs(seeds: int, seed: int, data: DataConfig, train_cfg: TrainConfig) -> list[RunSpec]:
+    """The runs of :func:`train_variants`: ``seeds`` 2-head models of every kind of :data:`VARIANTS`
+    (the shared sweep's specifications with ``attention=kind``), grouped by kind.  Chapter 5."""
+    return [s for a in VARIANTS for s in heads_sweep_specs(2, seeds, seed, data, train_cfg, attention=a)]
+
+
 def train_variants(
     seeds: int, seed: int, data: DataConfig, train_cfg: TrainConfig, device: str = "auto"
 ) -> dict[str, list[Run]]:
@@ -402,8 +408,7 @@ def train_variants(
     ``seed, seed + 1, ...`` (the specifications of the shared sweep with ``attention=kind``, so the
     softmax ones are the sweep's ``H = 2`` runs), as one call of the engine.  Paper 1, B.1 and
     B.2; chapter 5.  Returns ``{kind: runs}``."""
-    specs = [s for a in VARIANTS for s in heads_sweep_specs(2, seeds, seed, data, train_cfg, attention=a)]
-    flat = train(specs, device=device)
+    flat = train(variant_specs(seeds, seed, data, train_cfg), device=device)
     return {a: flat[k * seeds:(k + 1) * seeds] for k, a in enumerate(VARIANTS)}
 
 

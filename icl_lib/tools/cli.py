@@ -52,7 +52,39 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     t.add_argument("--draw-ahead", default="auto", help="steps whose batches are drawn at once (default auto: 1 on cpu, 32 on cuda)")
     t.add_argument("--cuda-graph", action="store_true", help="capture each training step as a CUDA graph (cuda only)")
+    for name, text in (("plan", "print the runs every chapter trains, their ensembles and the time expected here"),
+                       ("train-plan", "train every run of the book's plan into the run cache")):
+        q = sub.add_parser(name, help=text)
+        q.add_argument("--profile", default="quick", help="quick, paper or auto (default quick)")
+        q.add_argument("--device", default="auto", help="cpu, cuda or auto (default auto)")
+        q.add_argument("--book", type=Path, default=None, help="the folder of the chapters (default: book/)")
+        if name == "plan":
+            q.add_argument("--no-measure", action="store_true", help="do not measure the training rate")
+        else:
+            q.add_argument("--checkpoint-every", type=float, default=60.0, help="seconds between checkpoints")
+            q.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return ap
+
+
+def _plan(args) -> int:
+    from . import plan as book  # the plan reads the chapters: only for these commands
+
+    plan = book.book_plan(args.profile, args.book or book.BOOK)
+    if args.command == "plan":
+        print(book.describe(plan, args.device, measure=not args.no_measure))
+        return 0
+    every = check_float("checkpoint_every", args.checkpoint_every, 0.0, 86_400.0, lo_open=True)
+    print(book.describe(plan, args.device, measure=False))
+    t0 = time.perf_counter()
+    try:
+        book.train_plan(plan, args.device, progress=not args.no_progress, checkpoint_every=every)
+    except KeyboardInterrupt:
+        print("python -m icl_lib train-plan: interrupted: every ensemble in training saved a checkpoint in the run "
+              "cache; run the same command again to resume", file=sys.stderr)
+        return 130
+    n = len(book.unique_specs(plan))
+    print(f"train-plan: the {n} runs of the plan are in the run cache ({time.perf_counter() - t0:.0f} s)")
+    return 0
 
 
 def check_out(out: Path) -> None:
@@ -131,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "train":
             return _train(args)
+        if args.command in ("plan", "train-plan"):
+            return _plan(args)
     except ValueError as err:  # invalid parameter: the library's message names it
         print(f"python -m icl_lib {args.command}: error: {err}", file=sys.stderr)
         return 2

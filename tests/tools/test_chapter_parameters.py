@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -22,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from icl_lib.tools.plan import book_plan, chapter_parameters
 
 BOOK = Path(__file__).resolve().parents[2] / "book"
 CHAPTERS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))
@@ -35,13 +36,7 @@ def _cells(path: Path) -> tuple[str, str]:
     return "".join(code[k]["source"]), "".join(code[k + 1]["source"])
 
 
-def parameters(path: Path) -> dict:
-    """Name -> default value of a chapter's parameters cell (plain literals, one per line)."""
-    params = {}
-    for node in ast.parse(_cells(path)[0]).body:
-        assert isinstance(node, ast.Assign) and len(node.targets) == 1, ast.unparse(node)
-        params[node.targets[0].id] = ast.literal_eval(node.value)
-    return params
+parameters = chapter_parameters  # name -> default of a chapter's parameters cell
 
 
 def invalid_values(default) -> list:
@@ -120,7 +115,9 @@ def _run_chapter(chapter: str, params: dict, out_dir: Path) -> tuple[str, float,
     import yaml
 
     out = out_dir / chapter
-    env = dict(os.environ, ICL_PROGRESS="0", OMP_NUM_THREADS="1", ICL_CACHE_DIR=str(out_dir / "cache"))
+    log = out_dir / f"{chapter}.runs.jsonl"
+    env = dict(os.environ, ICL_PROGRESS="0", OMP_NUM_THREADS="1", ICL_CACHE_DIR=str(out_dir / "cache"),
+               ICL_RUN_LOG=str(log))
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "papermill", str(BOOK / chapter), str(out), "--cwd", str(BOOK),
                            "-y", yaml.safe_dump(params), "--no-progress-bar"],
@@ -131,6 +128,10 @@ def _run_chapter(chapter: str, params: dict, out_dir: Path) -> tuple[str, float,
     nb = nbformat.read(out, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     errors = [(k, o) for k, c in enumerate(code) for o in c.get("outputs", []) if o.output_type == "error"]
+    asked = {json.loads(line)["key"] for line in log.read_text().splitlines()} if log.exists() else set()
+    planned = {s.key("cpu") for s in book_plan("quick", BOOK, {chapter[:-6]: params}).get(chapter[:-6], [])}
+    if asked != planned:  # the plan must know every run a chapter trains, and no other
+        return chapter, seconds, f"trained {len(asked)} runs, the plan lists {len(planned)} ({len(asked & planned)} shared)"
     if not errors:
         return chapter, seconds, None if proc.returncode == 0 else f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     k, err = errors[0]
@@ -141,7 +142,8 @@ def _run_chapter(chapter: str, params: dict, out_dir: Path) -> tuple[str, float,
 
 def test_every_chapter_runs_on_small_unusual_settings(tmp_path):
     """The README's own example (chapter 2 with one head count) failed before with "'SubFigure'
-    object is not iterable"; so did chapter 7 with heads=2."""
+    object is not iterable"; so did chapter 7 with heads=2.  Each chapter asks icl_lib.train for
+    exactly the runs that the book's plan lists for it with these parameters."""
     assert set(SETTINGS) == {p.name for p in CHAPTERS}
     for chapter, params in SETTINGS.items():
         assert set(params) <= set(parameters(BOOK / chapter)), chapter

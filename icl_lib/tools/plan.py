@@ -1,0 +1,219 @@
+"""The book's training plan: every run its chapters train, known without executing a notebook.
+
+Each chapter that trains models has a function here that turns its parameters into the list of
+:class:`~icl_lib.config.RunSpec` it asks :func:`icl_lib.train` for, built with the same library
+functions the chapter calls (:func:`~icl_lib.paper1.sweeps.heads_sweep_specs`,
+:func:`~icl_lib.paper1.optimality.variant_specs`, :func:`~icl_lib.paper1.anisotropic.rho_specs`);
+the parameters are read from the chapter's ``parameters`` cell, so the plan follows the notebooks.
+(A test executes every chapter with the environment variable ``ICL_RUN_LOG`` set and checks that
+the runs it asked for are exactly the plan's.)
+
+* :func:`book_plan`  -- ``{chapter: [RunSpec, ...]}`` for a profile;
+* :func:`describe`   -- runs per chapter, the shape-compatible ensembles the engine trains them
+  as, model-steps, and the time expected on this device from a short measurement;
+* :func:`train_plan` -- trains the whole plan into the run cache as few large ensembles (runs of
+  all chapters that share a shape train together), resumable from its checkpoints, with one
+  progress bar for the whole plan.
+
+Command line: ``python -m icl_lib plan --profile quick|paper`` and ``python -m icl_lib train-plan``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from ..config import DataConfig, ModelConfig, RunSpec
+from ..engine.cache import RunCache
+from ..engine.execution import Execution
+from ..engine.profiles import resolve_profile, train_config
+from ..engine.run import Run
+from ..engine.schedule import group_chunks, schedule, train
+from ..engine.trainer import EnsembleTrainer
+from ..paper1.anisotropic import rho_specs
+from ..paper1.optimality import variant_specs
+from ..paper1.sweeps import as_heads, heads_sweep_specs
+from ..validate import check_choice, literal_list
+
+__all__ = ["BOOK", "CHAPTER_PLANS", "chapter_parameters", "book_plan", "unique_specs", "describe", "train_plan"]
+
+BOOK = Path(__file__).resolve().parents[2] / "book"  # the chapters of a source checkout
+
+
+def chapter_parameters(path: str | Path) -> dict:
+    """Name -> value of a chapter's ``parameters`` cell (plain literals, one per line)."""
+    nb = json.loads(Path(path).read_text())
+    cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+    params = {}
+    for node in ast.parse("".join(cell["source"])).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            raise ValueError(f"{path}: the parameters cell holds {ast.unparse(node)!r}: accepted `name = literal`")
+        params[node.targets[0].id] = ast.literal_eval(node.value)
+    return params
+
+
+def _train_cfg(p: dict, profile: str):
+    return train_config(profile, steps=p.get("steps"), lr=p.get("lr"))
+
+
+def _setup(p: dict, profile: str) -> list[RunSpec]:  # chapter 1: one model
+    data = DataConfig(d=p["d"], L=p["L"], sigma2=p["sigma2"])
+    return [RunSpec(data=data, model=ModelConfig(heads=p["heads"]), train=_train_cfg(p, profile), seed=p["seed"])]
+
+
+def _sweep(p: dict, profile: str, heads=None, data=None) -> list[RunSpec]:  # chapter 2's H = 1..4 sweep
+    heads = as_heads(literal_list("heads", p["heads"]) if heads is None else heads)
+    data = DataConfig(d=p["d"], L=p["L"], sigma2=p["sigma2"]) if data is None else data
+    return heads_sweep_specs(heads, p["seeds"], p["seed"], data, _train_cfg(p, profile))
+
+
+def _dynamics(p: dict, profile: str) -> list[RunSpec]:  # chapter 3: the sweep's H and gd_heads
+    heads = sorted(set(as_heads(literal_list("heads", p["heads"]))) | {p["gd_heads"]})
+    return _sweep(p, profile, heads=heads)
+
+
+def _optimality(p: dict, profile: str) -> list[RunSpec]:  # chapter 5: the sweep and the 2-head variants
+    data = DataConfig(d=p["d"], L=p["L"], sigma2=p["sigma2"])
+    return _sweep(p, profile) + variant_specs(p["variant_seeds"], p["seed"], data, _train_cfg(p, profile))
+
+
+def _anisotropic(p: dict, profile: str) -> list[RunSpec]:  # chapter 6: two heads per rho and seed
+    rhos = sorted({*literal_list("rhos", p["rhos"]), p["rho"]})
+    return rho_specs(rhos, p["seeds"], p["seed"], p["d"], p["L"], p["sigma2"], _train_cfg(p, profile))
+
+
+def _multitask(p: dict, profile: str) -> list[RunSpec]:  # chapter 7: the sweep on several tasks
+    data = DataConfig(d=p["d"], L=p["L"], sigma2=p["sigma2"], supports=literal_list("supports", p["supports"]))
+    return _sweep(p, profile, data=data)
+
+
+# chapter -> its runs from its parameters (chapters absent here train nothing)
+CHAPTER_PLANS: dict[str, Callable[[dict, str], list[RunSpec]]] = {
+    "01_setup": _setup,
+    "02_patterns": _sweep,
+    "03_two_stage_dynamics": _dynamics,
+    "05_optimality": _optimality,
+    "06_anisotropic": _anisotropic,
+    "07_multitask": _multitask,
+}
+
+
+def book_plan(profile: str = "quick", book: str | Path = BOOK, overrides: dict | None = None) -> dict[str, list[RunSpec]]:
+    """``{chapter: runs}`` of every chapter of ``book`` that trains, with the chapters' default
+    parameters (``overrides``: ``{chapter: {name: value}}`` on top of them) in ``profile``."""
+    profile = resolve_profile(check_choice("profile", profile, ("auto", "quick", "paper")))
+    plan = {}
+    for name, runs_of in CHAPTER_PLANS.items():
+        path = Path(book) / f"{name}.ipynb"
+        if path.exists():
+            params = {**chapter_parameters(path), **(overrides or {}).get(name, {})}
+            plan[name] = runs_of(params, profile)
+    return plan
+
+
+def unique_specs(plan: dict[str, list[RunSpec]]) -> list[RunSpec]:
+    """Every run of the plan once (chapters share runs: chapter 3 and 5 reuse chapter 2's)."""
+    return list(dict.fromkeys(s for specs in plan.values() for s in specs))
+
+
+def _measure(specs: list[RunSpec], execution: Execution, steps: int = 6) -> float:
+    """Model-steps per second of one ensemble of ``specs`` (at most 64 of them), after 3 warm-up
+    steps, on this device."""
+    specs = specs[:64]
+    trainer = EnsembleTrainer(specs, progress=False, execution=execution)
+    trainer.run(until=3)
+    t0 = time.perf_counter()
+    trainer.run(until=3 + steps)
+    if execution.device.type == "cuda":
+        torch.cuda.synchronize()
+    return len(specs) * steps / max(time.perf_counter() - t0, 1e-9)
+
+
+def describe(plan: dict[str, list[RunSpec]], device: str = "auto", measure: bool = True, max_ensemble: int = 64) -> str:
+    """The plan in words: runs per chapter (new to the run cache or cached), the ensembles the
+    engine trains (shape, models, steps, model-steps, measured rate and time) and the totals."""
+    ex = Execution.resolve(device)
+    cache = RunCache()
+    lines = []
+    for chapter, specs in plan.items():
+        lines.append(f"  {chapter:24s} {len(specs):4d} runs")
+    todo = {s.key(ex.device.type, ex.draw_ahead): s for s in unique_specs(plan)}
+    cached = {k for k in todo if cache.path(k).exists()}
+    missing = {k: s for k, s in todo.items() if k not in cached}
+    chunks = group_chunks(missing, max_ensemble)
+    solo, together = schedule(chunks, missing, ex.device)
+    total_ms, seconds_solo, seconds_together = 0, 0.0, 0.0
+    rows = []
+    for chunk in solo + together:
+        specs = [missing[k] for k in chunk]
+        s0 = specs[0]
+        ms = len(specs) * s0.train.steps
+        total_ms += ms
+        rate = _measure(specs, ex) if measure else math.nan
+        seconds = ms / rate if measure else math.nan
+        if chunk in solo:
+            seconds_solo += seconds
+        else:
+            seconds_together += seconds
+        shape = f"d={s0.data.d} L={s0.data.L} tasks={s0.data.n_tasks} {s0.model.attention}"
+        rows.append(f"  {shape:38s} {len(specs):3d} models x {s0.train.steps:,} steps = {ms:,} model-steps"
+                    + (f", {rate:,.0f} model-steps/s, {seconds / 60:.1f} min" if measure else "")
+                    + ("" if chunk in solo else " (side by side)"))
+    # an ensemble trained side by side runs single-threaded, T of them at once on T threads: about
+    # the time of training them one after another on all threads (the rate measured here)
+    estimate = seconds_solo + seconds_together
+    head = [f"plan on {ex.device.type}: {sum(len(v) for v in plan.values())} runs requested by {len(plan)} chapters, "
+            f"{len(todo)} distinct, {len(cached)} already in the run cache ({cache.root})"]
+    tail = [f"to train: {len(missing)} runs as {len(chunks)} ensembles, {total_ms:,} model-steps"]
+    if measure and chunks:
+        tail.append(f"expected time on this device: about {estimate / 60:.1f} min (rates measured alone with all "
+                    "threads; ensembles marked side by side share the cores, one thread each)")
+    return "\n".join(head + lines + ["ensembles:"] + (rows or ["  (none: every run is cached)"]) + tail)
+
+
+class _PlanBar:
+    """One tqdm bar over every model-step of a plan, updated from the training threads."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.lock = threading.Lock()
+        self.bar = None
+        if enabled and total:
+            from tqdm.auto import tqdm  # only when a bar is shown
+
+            self.bar = tqdm(total=total, unit="model-step", unit_scale=True, desc="train-plan", smoothing=0.05)
+
+    def __call__(self, models: int) -> None:
+        if self.bar is not None:
+            with self.lock:
+                self.bar.update(models)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def train_plan(plan: dict[str, list[RunSpec]], device: str = "auto", progress: bool = True,
+               checkpoint_every: float = 60.0, max_ensemble: int = 64) -> dict[str, list[Run]]:
+    """Train every run of ``plan`` missing from the run cache as the largest shape-compatible
+    ensembles (runs of all chapters pack together), side by side where that keeps the cores busy;
+    an interrupted or killed plan resumes from its checkpoints (every ``checkpoint_every``
+    seconds) to the numbers of an uninterrupted one.  Returns ``{chapter: runs}``."""
+    ex = Execution.resolve(device)
+    specs = unique_specs(plan)
+    cache = RunCache()
+    left = sum(s.train.steps for s in specs if not cache.path(s.key(ex.device.type, ex.draw_ahead)).exists())
+    bar = _PlanBar(left, progress)
+    try:
+        runs = train(specs, device=device, progress=bar if bar.bar is not None else False,
+                     max_ensemble=max_ensemble, checkpoint_every=checkpoint_every)
+    finally:
+        bar.close()
+    by_spec = dict(zip(specs, runs))
+    return {chapter: [by_spec[s] for s in chapter_specs] for chapter, chapter_specs in plan.items()}

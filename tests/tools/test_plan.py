@@ -1,0 +1,101 @@
+"""The book's plan and train-plan: every chapter's runs known without executing it, trained as few
+large ensembles, resumable; a model packed with other chapters' runs ends where it ends alone."""
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import torch
+
+from icl_lib import DataConfig, EnsembleTrainer, ModelConfig, RunSpec, TrainConfig
+from icl_lib.engine.cache import RunCache
+from icl_lib.tools import plan as book
+
+TINY = TrainConfig(steps=40, batch=16, lr=3e-3, n_log=4, val_size=64, dtype="float64")
+
+
+def test_the_quick_plan_lists_every_training_chapter_and_shares_runs():
+    plan = book.book_plan("quick")
+    assert set(plan) == {"01_setup", "02_patterns", "03_two_stage_dynamics", "05_optimality", "06_anisotropic",
+                         "07_multitask"}
+    assert len(plan["02_patterns"]) == 24 and len(plan["05_optimality"]) == 24 + 5 * 3
+    assert set(plan["03_two_stage_dynamics"]) <= set(plan["02_patterns"])  # chapter 3 reuses chapter 2's runs
+    assert plan["01_setup"][0] in plan["02_patterns"] and all(s.train.steps == 4000 for s in book.unique_specs(plan))
+    paper = book.book_plan("paper")
+    assert all(s.train.steps == 500_000 for s in book.unique_specs(paper))
+    assert len(book.unique_specs(paper)) == len(book.unique_specs(plan))
+    over = book.book_plan("quick", overrides={"02_patterns": {"heads": "[2]", "seeds": 1}})
+    assert [s.model.heads for s in over["02_patterns"]] == [2]
+
+
+def test_plan_command_describes_the_ensembles():
+    p = subprocess.run([sys.executable, "-m", "icl_lib", "plan", "--profile", "quick", "--device", "cpu",
+                        "--no-measure"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "78 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
+    assert "d=5 L=40 tasks=1 softmax" in p.stdout and "312,000 model-steps" in p.stdout
+
+
+def _specs():
+    a = [RunSpec(DataConfig(d=3, L=6), ModelConfig(heads=h), TINY, seed=s) for h in (1, 2) for s in (0, 1)]
+    b = [RunSpec(DataConfig(d=3, L=6, rho=0.4), ModelConfig(heads=2), TINY, seed=s) for s in (0, 1)]
+    c = [RunSpec(DataConfig(d=4, L=6, supports=[[0, 1], [1, 2, 3]]), ModelConfig(heads=2), TINY, seed=0)]
+    return {"a": a, "b": b + a[2:3], "c": c}
+
+
+def test_a_packed_run_ends_where_it_ends_alone():
+    """train-plan packs the runs of several chapters into one ensemble (here five models of two
+    chapters); every model ends where it ends trained alone, up to float64 summation order."""
+    plan = _specs()
+    packed = book.train_plan(plan, device="cpu", progress=False)
+    for chapter, runs in packed.items():
+        for spec, run in zip(plan[chapter], runs):
+            assert run.spec == spec
+            alone = EnsembleTrainer([spec], "cpu", progress=False).run()[0]
+            for k in "QKVO":
+                torch.testing.assert_close(run.params[k], alone.params[k], rtol=1e-9, atol=1e-11)
+    assert len(list(RunCache().root.glob("*.pt"))) == 7  # one entry per distinct run
+
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    from icl_lib import DataConfig, ModelConfig, RunSpec, TrainConfig
+    from icl_lib.tools.plan import train_plan
+    tc = TrainConfig(steps=3000, batch=64, lr=3e-3, n_log=6, val_size=128)
+    plan = {"x": [RunSpec(DataConfig(d=4, L=12), ModelConfig(heads=h), tc, seed=s) for h in (1, 3) for s in (0, 1)]}
+    train_plan(plan, device="cpu", progress=False, checkpoint_every=float(sys.argv[1]))
+""")
+
+
+def _run_plan(cache, every="60", kill_after_checkpoint=False):
+    env = {"ICL_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "2"}
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, every], env=env, stderr=subprocess.PIPE, text=True)
+    if kill_after_checkpoint:
+        deadline = time.time() + 240
+        while not list((cache / "ckpt").glob("*.pt")) and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # a few more checkpoints: killed between two of them
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(60)
+        return None
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    return {p.name: torch.load(p, weights_only=True) for p in sorted(cache.glob("*.pt"))}
+
+
+def test_a_killed_plan_resumes_to_the_numbers_of_an_uninterrupted_one(tmp_path):
+    whole = _run_plan(tmp_path / "whole")
+    assert len(whole) == 4
+    _run_plan(tmp_path / "killed", every="0.2", kill_after_checkpoint=True)
+    assert len(list((tmp_path / "killed").glob("*.pt"))) < 4, "the plan finished before it was killed"
+    ckpts = list((tmp_path / "killed" / "ckpt").glob("*.pt"))
+    assert ckpts and all(torch.load(c, weights_only=True)["step"] > 0 for c in ckpts)  # resumes mid-training
+    resumed = _run_plan(tmp_path / "killed", every="0.2")
+    assert resumed.keys() == whole.keys()
+    for name in whole:
+        for k in "QKVO":
+            assert torch.equal(resumed[name]["params"][k], whole[name]["params"][k]), (name, k)
+        for k in ("val_loss", "train_loss", "KQ", "OV"):
+            assert torch.equal(resumed[name]["history"][k], whole[name]["history"][k]), (name, k)
