@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 ATTENTION_KINDS = ("softmax", "linear", "one_plus_tanh", "quadratic", "square")
+INITS = ("authors", "per-head")  # the initialisations of ModelConfig.init (icl_lib.models)
 OPTIMIZERS = ("adam", "sgd")
 DTYPES = ("float32", "float64")
 DEVICES = ("auto", "cpu", "cuda")
@@ -160,6 +161,7 @@ class ModelConfig:
     attention: str = "softmax"  # softmax | linear | one_plus_tanh | quadratic | square
     norm_length: int | None = None  # linear attention's fixed normaliser (None: the training L)
     init_scale: float = 1.0  # multiplies PyTorch's default nn.Linear initialisation
+    init: str = "authors"  # "authors": paper 1's layout (one output layer of fan-in D H); "per-head"
 
     def __post_init__(self):
         object.__setattr__(self, "heads", check_int("heads", self.heads, 1, 256))
@@ -167,6 +169,7 @@ class ModelConfig:
         if self.norm_length is not None:
             object.__setattr__(self, "norm_length", check_int("norm_length", self.norm_length, 1))
         object.__setattr__(self, "init_scale", check_float("init_scale", self.init_scale, 0.0, lo_open=True))
+        check_choice("init", self.init, INITS)
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .config import ATTENTION_KINDS
-from .validate import check_choice, check_int
+from .config import ATTENTION_KINDS, INITS
 from .data import Batch
+from .validate import check_choice, check_int
 
 __all__ = ["AttentionEnsemble", "kernel_regression_predict", "ACTIVATIONS"]
 
@@ -123,27 +123,42 @@ class AttentionEnsemble(nn.Module):
 
     # ---------------------------------------------------------------- initialisation
     @torch.no_grad()
-    def reset_parameters(self, generators: Sequence[torch.Generator], init_scale: float | Sequence[float] = 1.0):
-        """PyTorch's default ``nn.Linear`` initialisation, ``U(-1/sqrt(D), 1/sqrt(D))``, per model.
+    def reset_parameters(
+        self,
+        generators: Sequence[torch.Generator],
+        init_scale: float | Sequence[float] = 1.0,
+        init: str | Sequence[str] = "authors",
+    ):
+        """PyTorch's default ``nn.Linear`` initialisation, per model (paper 1's training setup).
 
-        Model ``r`` draws its ``H_r`` heads (Q, then K, V, O) from ``generators[r]``, so its
-        initialisation does not depend on the rest of the ensemble.
+        ``init="authors"`` is the layout of paper 1's code: the heads' queries, keys and values are
+        three ``nn.Linear(D, D H)`` and the output is one ``nn.Linear(D H, N)``, so ``Q_h, K_h, V_h``
+        are drawn from ``U(-1/sqrt(D), 1/sqrt(D))`` and ``O_h`` from ``U(-1/sqrt(D H), 1/sqrt(D H))``
+        (fan-in ``D H``).  ``init="per-head"`` draws ``O_h`` from ``U(-1/sqrt(D), 1/sqrt(D))`` too, as
+        if each head had its own output layer (the book's initialisation before model-code version 5:
+        an OV circuit about ``sqrt(H)`` times larger at initialisation).  Model ``r`` draws its
+        ``H_r`` heads (Q, then K, V, O) from ``generators[r]``, so its initialisation does not depend
+        on the rest of the ensemble; ``init_scale`` multiplies everything.
         """
+        R = self.R
         if isinstance(init_scale, (int, float)):
-            init_scale = [float(init_scale)] * self.R
+            init_scale = [float(init_scale)] * R
+        if isinstance(init, str):
+            init = [init] * R
         D, N = self.D, self.n_tasks
-        bound = 1.0 / math.sqrt(D)  # kaiming_uniform_(a=sqrt(5)) with fan_in = D
         for p in (self.Q, self.K, self.V, self.O):
             p.zero_()
-        for r, (Hr, gen, scale) in enumerate(zip(self.heads, generators, init_scale)):
+        for r, (Hr, gen, scale, kind) in enumerate(zip(self.heads, generators, init_scale, init)):
+            check_choice("init", kind, INITS)
+            out_fan_in = D * Hr if kind == "authors" else D  # kaiming_uniform_(a=sqrt(5)): bound 1/sqrt(fan_in)
             sizes = [Hr * D * D] * 3 + [Hr * N * D]
-            flat = torch.empty(sum(sizes), dtype=torch.float64, device=gen.device).uniform_(-bound, bound, generator=gen)
-            flat = (flat * scale).to(self.Q.device, self.Q.dtype)
-            parts = torch.split(flat, sizes)
-            self.Q[r, :Hr] = parts[0].view(Hr, D, D)
-            self.K[r, :Hr] = parts[1].view(Hr, D, D)
-            self.V[r, :Hr] = parts[2].view(Hr, D, D)
-            self.O[r, :Hr] = parts[3].view(Hr, N, D)
+            bounds = [1 / math.sqrt(D)] * 3 + [1 / math.sqrt(out_fan_in)]
+            flat = torch.empty(sum(sizes), dtype=torch.float64, device=gen.device).uniform_(-1.0, 1.0, generator=gen)
+            parts = [p * (b * scale) for p, b in zip(torch.split(flat, sizes), bounds)]
+            self.Q[r, :Hr] = parts[0].view(Hr, D, D).to(self.Q)
+            self.K[r, :Hr] = parts[1].view(Hr, D, D).to(self.K)
+            self.V[r, :Hr] = parts[2].view(Hr, D, D).to(self.V)
+            self.O[r, :Hr] = parts[3].view(Hr, N, D).to(self.O)
         return self
 
     @classmethod

@@ -150,3 +150,81 @@ def test_activation_first_order_coefficients():
         v = f(s)
         (g,) = torch.autograd.grad(v, s)
         assert abs(float(g / v.detach()) - c_f) < 1e-12, name
+
+
+# --------------------------------------------------------------------------- the authors' layout
+class AuthorsAttention(torch.nn.Module):
+    """Paper 1's model as its public code lays it out: the H heads' queries, keys and values are
+    three ``nn.Linear(D, D H)`` and the output is one ``nn.Linear(D H, N)`` (PyTorch's default
+    initialisation, no bias); the query attends to the L context tokens, scores divided by sqrt(D)."""
+
+    def __init__(self, H: int, D: int, N: int = 1):
+        super().__init__()
+        self.H, self.D = H, D
+        self.q, self.k, self.v = (torch.nn.Linear(D, D * H, bias=False) for _ in range(3))
+        self.o = torch.nn.Linear(D * H, N, bias=False)
+
+    def forward(self, Z, zq):  # Z (B, L, D) context tokens, zq (B, D) the query token (x_q, 0)
+        B, L, _ = Z.shape
+        q = self.q(zq).view(B, self.H, self.D)  # (B, H, D)
+        k = self.k(Z).view(B, L, self.H, self.D)  # (B, L, H, D)
+        v = self.v(Z).view(B, L, self.H, self.D)
+        a = torch.softmax(torch.einsum("blhd,bhd->bhl", k, q) / self.D**0.5, dim=-1)  # (B, H, L)
+        heads = torch.einsum("bhl,blhd->bhd", a, v).reshape(B, self.H * self.D)
+        return self.o(heads)  # (B, N)
+
+    def transplant(self, model: AttentionEnsemble) -> AttentionEnsemble:
+        """Copy the weights into ``model`` (an ensemble of one with H heads)."""
+        D = self.D
+        with torch.no_grad():
+            for h in range(self.H):
+                rows = slice(h * D, (h + 1) * D)
+                model.Q[0, h] = self.q.weight[rows]
+                model.K[0, h] = self.k.weight[rows]
+                model.V[0, h] = self.v.weight[rows]
+                model.O[0, h] = self.o.weight[:, rows]
+        return model
+
+
+@pytest.mark.parametrize("H, N", [(1, 1), (3, 1), (2, 2)])
+def test_forward_equals_the_authors_layout(H, N):
+    d = 4
+    D = d + N
+    torch.manual_seed(H)
+    ref = AuthorsAttention(H, D, N).double()
+    data = DataConfig(d=d, L=9) if N == 1 else DataConfig(d=d, L=9, supports=[[0, 1], [1, 2, 3]])
+    model = ref.transplant(AttentionEnsemble(H, d, n_tasks=N, dtype=torch.float64))
+    b = sample_batch(data, 32, 0)
+    Z = b.context.transpose(-1, -2)  # (B, L, D)
+    zq = torch.cat([b.xq, torch.zeros(32, N, dtype=torch.float64)], -1)
+    torch.testing.assert_close(model(b)[0], ref(Z, zq), rtol=1e-12, atol=1e-14)
+
+
+def test_initialisation_has_the_authors_distributions():
+    """init="authors" draws Q, K, V and O as the authors' nn.Linear layers do (two-sample KS tests
+    against PyTorch's own initialisation of that layout, over many seeds), so mu_h starts with
+    std 1/(3 sqrt(D H)) (0.096 for H = 2, d = 5) instead of the per-head 1/(3 sqrt(D)) (0.136)."""
+    from scipy import stats
+
+    d, H = 5, 2
+    D = d + 1
+    seeds = 300
+    model = AttentionEnsemble([H] * seeds, d, dtype=torch.float64)
+    gens = [make_generators(s, "init", "cpu", streams=1)[0] for s in range(seeds)]
+    model.reset_parameters(gens)  # the default: the authors' layout
+    torch.manual_seed(0)
+    refs = [AuthorsAttention(H, D) for _ in range(seeds)]
+    for name, ours, theirs in (("Q", model.Q, [r.q.weight for r in refs]), ("V", model.V, [r.v.weight for r in refs]),
+                               ("O", model.O, [r.o.weight for r in refs])):
+        a = ours.detach().reshape(-1).numpy()
+        b = torch.cat([t.detach().reshape(-1) for t in theirs]).double().numpy()
+        assert stats.ks_2samp(a, b).pvalue > 1e-3, name
+    with torch.no_grad():
+        mu = mu_of(model.circuits()[1], d)  # (seeds, H)
+        assert abs(float(mu.std()) - 1 / (3 * (D * H) ** 0.5)) < 0.01
+        gens = [make_generators(s, "init", "cpu", streams=1)[0] for s in range(seeds)]
+        per_head = AttentionEnsemble([H] * seeds, d, dtype=torch.float64).reset_parameters(gens, init="per-head")
+        assert abs(float(mu_of(per_head.circuits()[1], d).std()) - 1 / (3 * D**0.5)) < 0.012
+    assert torch.equal(per_head.Q, model.Q)  # the same draws: only O's scale differs
+    with pytest.raises(ValueError, match="init='other'"):
+        per_head.reset_parameters(gens, init="other")

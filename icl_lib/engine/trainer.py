@@ -104,7 +104,7 @@ class EnsembleTrainer:
         self.dtype = resolve_dtype(tc.dtype)
         self.model = empty_model(specs, self.device, self.dtype)
         init_gens = [make_generators(s.seed, "init", "cpu", streams=1)[0] for s in specs]
-        self.model.reset_parameters(init_gens, [s.model.init_scale for s in specs])
+        self.model.reset_parameters(init_gens, [s.model.init_scale for s in specs], [s.model.init for s in specs])
         self.sampler = TaskSampler([s.data for s in specs], device=self.device, dtype=self.dtype)
         self.generators = [make_generators(s.seed, "train", self.device) for s in specs]
         self.opt = self._optimizer()
