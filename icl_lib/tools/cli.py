@@ -27,7 +27,7 @@ import torch
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
 from ..engine.steps import TrainingDiverged
 from ..engine.trainer import EnsembleTrainer
-from ..validate import check_float, check_int
+from ..validate import check_choice, check_float, check_int
 
 __all__ = ["main"]
 
@@ -63,6 +63,10 @@ def _parser() -> argparse.ArgumentParser:
         else:
             q.add_argument("--checkpoint-every", type=float, default=60.0, help="seconds between checkpoints")
             q.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+            q.add_argument("--executor", default="local", help="local (default) or dask")
+            q.add_argument("--scheduler", default=None,
+                           help="with --executor dask: the scheduler's address (tcp://HOST:8786); default: a local cluster")
+            q.add_argument("--workers", type=int, default=2, help="worker processes of the local Dask cluster (default 2)")
     return ap
 
 
@@ -77,7 +81,9 @@ def _plan(args) -> int:
     print(book.describe(plan, args.device, measure=False))
     t0 = time.perf_counter()
     try:
-        book.train_plan(plan, args.device, progress=not args.no_progress, checkpoint_every=every)
+        check_choice("executor", args.executor, ("local", "dask"))
+        book.train_plan(plan, args.device, progress=not args.no_progress, checkpoint_every=every,
+                        executor=args.executor, scheduler=args.scheduler, workers=args.workers)
     except KeyboardInterrupt:
         print("python -m icl_lib train-plan: interrupted: every ensemble in training saved a checkpoint in the run "
               "cache; run the same command again to resume", file=sys.stderr)

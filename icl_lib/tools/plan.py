@@ -200,19 +200,29 @@ class _PlanBar:
 
 
 def train_plan(plan: dict[str, list[RunSpec]], device: str = "auto", progress: bool = True,
-               checkpoint_every: float = 60.0, max_ensemble: int = 64) -> dict[str, list[Run]]:
+               checkpoint_every: float = 60.0, max_ensemble: int = 64, executor: str = "local",
+               scheduler: str | None = None, workers: int = 2) -> dict[str, list[Run]]:
     """Train every run of ``plan`` missing from the run cache as the largest shape-compatible
     ensembles (runs of all chapters pack together), side by side where that keeps the cores busy;
     an interrupted or killed plan resumes from its checkpoints (every ``checkpoint_every``
-    seconds) to the numbers of an uninterrupted one.  Returns ``{chapter: runs}``."""
+    seconds) to the numbers of an uninterrupted one.  ``executor="dask"`` sends each ensemble to a
+    Dask cluster instead (:func:`icl_lib.engine.executors.train_on_dask`: ``scheduler`` an address,
+    or ``None`` for a local cluster of ``workers`` processes).  Returns ``{chapter: runs}``."""
+    check_choice("executor", executor, ("local", "dask"))
     ex = Execution.resolve(device)
     specs = unique_specs(plan)
     cache = RunCache()
     left = sum(s.train.steps for s in specs if not cache.path(s.key(ex.device.type, ex.draw_ahead)).exists())
     bar = _PlanBar(left, progress)
     try:
-        runs = train(specs, device=device, progress=bar if bar.bar is not None else False,
-                     max_ensemble=max_ensemble, checkpoint_every=checkpoint_every)
+        if executor == "dask":
+            from ..engine.executors import train_on_dask  # Dask is optional: imported only for it
+
+            runs = train_on_dask(specs, scheduler=scheduler, workers=workers, device=device,
+                                 max_ensemble=max_ensemble, progress=bar if bar.bar is not None else None)
+        else:
+            runs = train(specs, device=device, progress=bar if bar.bar is not None else False,
+                         max_ensemble=max_ensemble, checkpoint_every=checkpoint_every)
     finally:
         bar.close()
     by_spec = dict(zip(specs, runs))
