@@ -28,7 +28,7 @@ MATHJAX_OUT   := $(MATHJAX_DIR)/html/_static/mathjax
 MATHJAX_STAMP := $(MATHJAX_DIR)/.installed-$(MATHJAX_PKG)
 MATHJAX_SRC    = $(MATHJAX_DIR)/npm/node_modules/mathjax/es5
 
-.PHONY: install test unit nbval book mathjax browser-test bench gpu-check clean clean-cache
+.PHONY: install test unit nbval book mathjax browser-test bench gpu-check paper-runs clean clean-cache
 
 install: $(STAMP)
 
@@ -82,6 +82,14 @@ bench: install
 # On a machine with a CUDA device: CUDA tests, benchmark with and without CUDA graphs (.ci/gpu-check).
 gpu-check: install
 	PYTHON=$(PY) .ci/gpu-check
+
+# On a machine with a CUDA device: train the paper profile's plan (every chapter's 500,000-step
+# runs) and export it, with each run's early checkpoint and provenance, into the run store
+# (results/paper/, committed): every CPU build then evaluates it (ICL_PROFILE=paper make book).
+paper-runs: install
+	$(PY) -m icl_lib train-plan --profile paper --device cuda
+	$(PY) -m icl_lib store export --profile paper --device cuda
+	$(PY) -m icl_lib store status --profile paper
 
 clean:
 	rm -rf _build/html _build/jupyter_execute _build/.doctrees

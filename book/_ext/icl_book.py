@@ -373,6 +373,21 @@ def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
     return out
 
 
+def _store_summary(app: Sphinx) -> dict[str, str]:
+    """Per chapter, what the committed run store holds of its paper-profile runs (trained once on a
+    GPU): ``"24 of 24 runs stored, trained on cuda (...), <date>"`` or ``"0 of 24 runs stored"``."""
+    if not hasattr(app, "icl_store_summary"):
+        from icl_lib.tools import plan
+
+        book = Path(app.srcdir) / "book"
+        try:
+            app.icl_store_summary = plan.store_summary(plan.book_plan("paper", book if book.exists() else plan.BOOK))
+        except Exception as err:  # noqa: BLE001 - the status page says so instead of failing the build
+            logger.warning(f"run store summary unavailable: {err}", type="icl", subtype="store")
+            app.icl_store_summary = {}
+    return app.icl_store_summary
+
+
 def _when(ts) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if ts else "-"
 
@@ -384,6 +399,7 @@ def _status(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
         exec_data = {d: v.get("exec_data") or {} for d, v in NbMetadataCollector.get_doc_data(app.env).items()}
     except ImportError:  # pragma: no cover
         exec_data = {}
+    stored = _store_summary(app)
     rows = []
     for doc, ch in _chapters(app):
         ex, meta, claims = exec_data.get(doc, {}), ch["meta"], ch["claims"]
@@ -400,9 +416,11 @@ def _status(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
                 meta.get("icl_lib", "-"),
                 meta.get("torch", "-"),
                 _count_text(claims),
+                stored.get(doc.rsplit("/", 1)[-1], "trains nothing"),
             ]
         )
-    headers = ["Chapter", "Executed", "Run time (s)", "Status", "Profile", "Device", "icl_lib", "torch", "Claims"]
+    headers = ["Chapter", "Executed", "Run time (s)", "Status", "Profile", "Device", "icl_lib", "torch", "Claims",
+               "Paper profile: run store"]
     return [_table(headers, rows, ["icl-status"])]
 
 

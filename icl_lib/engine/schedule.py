@@ -23,6 +23,7 @@ from ..validate import check_int
 from .cache import RunCache
 from .execution import Execution
 from .run import Run
+from .store import RunStore
 from .trainer import EnsembleTrainer
 
 __all__ = ["train", "schedule", "group_chunks"]
@@ -94,8 +95,11 @@ def train(
     max_ensemble: int = 64,
     graph: bool | None = None,
     checkpoint_every: float = 60.0,
+    use_store: bool = True,
 ) -> list[Run]:
-    """Train (or load from the run cache) every spec; returns one :class:`Run` per spec, in order.
+    """Train (or load from the run cache, or from the run store) every spec; returns one
+    :class:`Run` per spec, in order.  ``use_store``: look runs up in the committed run store
+    (:mod:`icl_lib.engine.store`) too.
 
     Runs missing from the cache are grouped by shape into ensembles of at most ``max_ensemble``
     models; on a CPU, small ensembles train side by side, one per thread (:func:`schedule`).
@@ -124,6 +128,13 @@ def train(
             run = store.load(key)
             if run is not None:
                 found[key] = run
+    if use_store:  # runs trained elsewhere (a GPU's paper profile), keyed by spec and model code
+        runs_store = RunStore()
+        for key, s in zip(keys, specs):
+            if key not in found:
+                run = runs_store.load(s)
+                if run is not None:
+                    found[key] = run
     todo = {key: s for key, s in zip(keys, specs) if key not in found}
     chunks = group_chunks(todo, max_ensemble)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -67,7 +68,32 @@ def _parser() -> argparse.ArgumentParser:
             q.add_argument("--scheduler", default=None,
                            help="with --executor dask: the scheduler's address (tcp://HOST:8786); default: a local cluster")
             q.add_argument("--workers", type=int, default=2, help="worker processes of the local Dask cluster (default 2)")
+    q = sub.add_parser("store", help="the run store of the paper profile: status, or export the trained plan into it")
+    q.add_argument("action", choices=["status", "export"])
+    q.add_argument("--profile", default="paper", help="the plan's profile (default paper)")
+    q.add_argument("--device", default="auto", help="cpu, cuda or auto (default auto)")
+    q.add_argument("--early-step", type=int, default=None, help="the early checkpoint's step (default 2000)")
+    q.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return ap
+
+
+def _store(args) -> int:
+    from . import plan as book
+
+    plan = book.book_plan(args.profile)
+    store = book.RunStore()
+    if args.action == "status":
+        st = store.status(book.unique_specs(plan))
+        print(f"run store {st['root']}: {st['stored']} of {st['planned']} runs of the {args.profile} plan stored"
+              f"{' (complete)' if st['complete'] else ''}; {len(st['stale'])} stale entries (other model code)")
+        for chapter, text in book.store_summary(plan, store).items():
+            print(f"  {chapter:24s} {text}")
+        return 0
+    early = check_int("early_step", args.early_step if args.early_step is not None else book.EARLY_STEP, 1)
+    command = "python -m icl_lib " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    st = book.store_plan(plan, early, args.device, store, command, progress=not args.no_progress)
+    print(f"run store {st['root']}: {st['stored']} of {st['planned']} runs stored")
+    return 0
 
 
 def _plan(args) -> int:
@@ -171,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
             return _train(args)
         if args.command in ("plan", "train-plan"):
             return _plan(args)
+        if args.command == "store":
+            return _store(args)
     except ValueError as err:  # invalid parameter: the library's message names it
         print(f"python -m icl_lib {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -1,0 +1,249 @@
+"""The run store: trained runs committed to the repository, found by every build on any machine.
+
+The run cache (:mod:`icl_lib.engine.cache`) keeps what this machine trained, keyed by the device
+that trained it.  The store keeps runs trained once elsewhere (the ``paper`` profile's 500,000
+Adam steps, on a GPU) so that every CPU build can evaluate them: it is keyed by what defines the
+experiment -- the :class:`~icl_lib.config.RunSpec` and ``MODEL_CODE_VERSION``
+(:func:`experiment_key`) -- and keeps where and how a run was trained as its provenance.
+:func:`icl_lib.train` looks a run up in the run cache, then in the store, and trains only what
+neither has.
+
+One compact file per run, ``<experiment key>.npz`` (float32, loaded without pickle): the final
+parameters, the logged history thinned to at most :data:`HISTORY_POINTS` snapshots (the first
+steps kept, log-spaced after), the parameters of an early checkpoint (the run's *early twin*: the
+same spec trained for ``early_step`` steps, which with a constant learning rate are the run's own
+first steps), and the provenance as JSON (spec, model-code version, torch version, device, steps,
+wall time, date, the command, a checksum of the arrays).  ``manifest.json`` lists them.
+
+Integrity: an entry must carry its checksum, the current model-code version (an entry of other
+model code is *stale*: reported, never used) and its spec; :func:`verify_early` retrains a stored
+run's early twin from its seed on this machine and compares it with the stored early checkpoint
+(bitwise for runs trained on a CPU; a GPU draws its data from other random streams, so there only
+the initialisation is bitwise and the early losses agree within a stated tolerance).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import logging
+import os
+import platform
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
+from ..version import MODEL_CODE_VERSION
+from .run import Run
+
+__all__ = ["RunStore", "store_dir", "experiment_key", "early_twin", "HISTORY_POINTS", "StoreEntry"]
+
+log = logging.getLogger(__name__)
+HISTORY_POINTS = 120  # snapshots of the history a stored run keeps
+EARLY_TOLERANCE = 0.25  # GPU-trained entries: relative gap of early validation losses accepted (other data)
+
+
+def store_dir() -> Path:
+    """``$ICL_STORE_DIR``, else ``results/paper`` of the project checkout."""
+    env = os.environ.get("ICL_STORE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path(__file__).resolve().parents[2] / "results" / "paper"
+
+
+def experiment_key(spec: RunSpec, code: str = MODEL_CODE_VERSION) -> str:
+    """Hash of the run's full configuration and the model-code version (no device: a run trained
+    anywhere is the same experiment)."""
+    payload = json.dumps({"spec": spec.to_dict(), "code": code}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:24]
+
+
+def early_twin(spec: RunSpec, early_step: int) -> RunSpec:
+    """The same run stopped after ``early_step`` steps: its final parameters are the run's own
+    parameters at that step (constant learning rate; the history logged is its own)."""
+    return dataclasses.replace(spec, train=dataclasses.replace(spec.train, steps=early_step))
+
+
+def _thin(history: dict, points: int = HISTORY_POINTS) -> dict:
+    T = len(history["step"])
+    if T <= points:
+        idx = np.arange(T)
+    else:
+        idx = np.unique(np.round(np.geomspace(1, T, points)).astype(int) - 1)
+        idx = np.unique(np.concatenate([np.arange(min(10, T)), idx, [T - 1]]))
+    return {k: v[torch.as_tensor(idx)] for k, v in history.items()}
+
+
+def _arrays_checksum(arrays: dict) -> str:
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}/{a.dtype}/{a.shape}".encode() + a.tobytes())
+    return h.hexdigest()
+
+
+@dataclasses.dataclass
+class StoreEntry:
+    """What the store holds of one run: the run (history thinned), its early checkpoint and provenance."""
+
+    run: Run
+    early_step: int
+    early_params: dict
+    provenance: dict
+
+
+class RunStore:
+    """Runs stored as ``<experiment key>.npz`` in ``root`` (:func:`store_dir` by default)."""
+
+    def __init__(self, root: str | os.PathLike | None = None):
+        self.root = Path(root) if root is not None else store_dir()
+
+    def path(self, spec: RunSpec) -> Path:
+        return self.root / f"{experiment_key(spec)}.npz"
+
+    # ---------------------------------------------------------------- writing
+    def save(self, run: Run, early: Run, command: str) -> Path:
+        """Store ``run`` with its early twin ``early`` (same spec, fewer steps) and provenance."""
+        if early_twin(run.spec, early.spec.train.steps) != early.spec:
+            raise ValueError("early is invalid: accepted the early twin of run (the same spec with fewer steps)")
+        hist = _thin(run.history)
+        arrays = {f"params/{k}": v.float().numpy() for k, v in run.params.items()}
+        arrays |= {f"early/{k}": v.float().numpy() for k, v in early.params.items()}
+        arrays |= {f"history/{k}": v.float().numpy() if v.is_floating_point() else v.numpy() for k, v in hist.items()}
+        arrays["early/val_loss"] = early.history["val_loss"].float().numpy()
+        arrays["early/step"] = early.history["step"].numpy()
+        device = run.meta.get("device", "?")
+        if device == "cuda" and torch.cuda.is_available():
+            device = f"cuda ({torch.cuda.get_device_name()})"
+        provenance = {
+            "spec": run.spec.to_dict(),
+            "code": MODEL_CODE_VERSION,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "device": device,
+            "draw_ahead": run.meta.get("draw_ahead", 1),
+            "cuda_graph": bool(run.meta.get("cuda_graph", False)),
+            "ensemble": run.meta.get("ensemble"),
+            "steps": run.spec.train.steps,
+            "early_step": early.spec.train.steps,
+            "seconds": run.meta.get("seconds"),
+            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": command,
+            "checksum": _arrays_checksum(arrays),
+        }
+        arrays["provenance"] = np.array(json.dumps(provenance, sort_keys=True))
+        self.root.mkdir(parents=True, exist_ok=True)
+        p = self.path(run.spec)
+        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp.npz")
+        np.savez_compressed(tmp, **arrays)
+        os.replace(tmp, p)
+        self.write_manifest()
+        return p
+
+    def write_manifest(self) -> Path:
+        """``manifest.json``: every entry's key, spec, device, date and code version."""
+        rows = []
+        for p in sorted(self.root.glob("*.npz")):
+            prov = self._provenance(p)
+            if prov is not None:
+                rows.append({"key": p.stem, **{k: prov[k] for k in ("code", "device", "date", "steps", "spec")}})
+        out = self.root / "manifest.json"
+        out.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+        return out
+
+    # ---------------------------------------------------------------- reading
+    @staticmethod
+    def _provenance(p: Path) -> dict | None:
+        try:
+            with np.load(p, allow_pickle=False) as z:
+                return json.loads(str(z["provenance"]))
+        except Exception:  # noqa: BLE001 - an unreadable file has no provenance
+            return None
+
+    def entry(self, spec: RunSpec) -> StoreEntry | None:
+        """The verified entry of ``spec`` (``None``: absent, or invalid -- then one warning line)."""
+        p = self.path(spec)
+        if not p.exists():
+            return None
+        try:
+            with np.load(p, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+            prov = json.loads(str(arrays.pop("provenance")))
+            if prov.get("checksum") != _arrays_checksum(arrays):
+                raise ValueError("its checksum does not match its arrays")
+            if prov.get("code") != MODEL_CODE_VERSION or prov.get("spec") != json.loads(json.dumps(spec.to_dict())):
+                raise ValueError("it holds another spec or model-code version than its key")
+            params = {k: torch.from_numpy(arrays[f"params/{k}"]) for k in "QKVO"}
+            if not all(bool(torch.isfinite(t).all()) for t in params.values()):
+                raise ValueError("its parameters are not finite")
+        except Exception as err:  # noqa: BLE001 - never serve an entry that does not verify
+            log.warning("icl_lib run store: %s is not a valid entry (%s); not used", p, err)
+            return None
+        hist = {k.split("/", 1)[1]: torch.from_numpy(v) for k, v in arrays.items() if k.startswith("history/")}
+        meta = {"device": prov["device"], "stored": True, "cached": True, "seconds": prov.get("seconds"),
+                "date": prov["date"], "draw_ahead": prov.get("draw_ahead", 1), "ensemble": prov.get("ensemble")}
+        early = {k: torch.from_numpy(arrays[f"early/{k}"]) for k in "QKVO"}
+        return StoreEntry(Run(spec=spec, params=params, history=hist, meta=meta), int(prov["early_step"]), early, prov)
+
+    def load(self, spec: RunSpec) -> Run | None:
+        """The stored run of ``spec`` for :func:`icl_lib.train`, or ``None``."""
+        e = self.entry(spec)
+        return None if e is None else e.run
+
+    def status(self, specs: Sequence[RunSpec] | None = None) -> dict:
+        """Counts of a plan's runs in the store, and the stale entries (other model code)."""
+        stale, current = [], set()
+        for p in sorted(self.root.glob("*.npz")) if self.root.exists() else []:
+            prov = self._provenance(p)
+            if prov is None or prov.get("code") != MODEL_CODE_VERSION:
+                stale.append(p.name)
+            else:
+                current.add(p.stem)
+        out = {"root": str(self.root), "entries": len(current), "stale": stale}
+        if specs is not None:
+            keys = {experiment_key(s) for s in specs}
+            out.update(planned=len(keys), stored=len(keys & current), complete=bool(keys) and keys <= current)
+        return out
+
+    def verify_early(self, spec: RunSpec, device: str = "cpu") -> dict:
+        """Retrain the stored run's early twin from its seed here and compare it with the stored
+        early checkpoint: ``{"bitwise", "init_equal", "max_param_gap", "val_gap"}`` (see the module
+        docstring for what is expected of CPU and GPU entries)."""
+        from .trainer import EnsembleTrainer
+
+        e = self.entry(spec)
+        if e is None:
+            raise ValueError(f"spec is invalid: accepted a spec with a valid entry in {self.root}")
+        twin = early_twin(spec, e.early_step)
+        trainer = EnsembleTrainer([twin], device, progress=False)
+        init = {k: getattr(trainer.model, k)[0, : spec.model.heads].detach().float().cpu().clone() for k in "QKVO"}
+        again = trainer.run()[0]
+        gaps = [float((again.params[k].float() - e.early_params[k]).abs().max()) for k in "QKVO"]
+        with np.load(self.path(spec), allow_pickle=False) as z:
+            stored_val = torch.from_numpy(z["early/val_loss"])
+        val_gap = float(((again.history["val_loss"].float() - stored_val).abs() / stored_val).max())
+        return {
+            "bitwise": all(g == 0.0 for g in gaps),
+            "max_param_gap": max(gaps),
+            "val_gap": val_gap,
+            "init_equal": self._init_equal(e, init),
+            "device": e.provenance["device"],
+        }
+
+    @staticmethod
+    def _init_equal(e: StoreEntry, init: dict) -> bool:
+        """The stored history's step-0 circuits are those of the initialisation drawn here."""
+        D = e.run.spec.data.D
+        KQ0 = (init["K"].mT @ init["Q"]) / D**0.5
+        return bool(torch.allclose(e.run.history["KQ"][0], KQ0, rtol=1e-5, atol=1e-7))
+
+
+def spec_from_dict(raw: dict) -> RunSpec:
+    """A :class:`RunSpec` from :meth:`RunSpec.to_dict` (as a provenance stores it)."""
+    return RunSpec(data=DataConfig(**raw["data"]), model=ModelConfig(**raw["model"]),
+                   train=TrainConfig(**raw["train"]), seed=raw["seed"])

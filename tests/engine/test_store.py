@@ -1,0 +1,100 @@
+"""The run store: runs trained once (on a GPU, for the paper profile) and committed, found by any
+build by spec and model code, verified on load, their early checkpoint reproducible from the seed."""
+
+import json
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from icl_lib import DataConfig, ModelConfig, RunSpec, TrainConfig, train
+from icl_lib.engine.cache import RunCache
+from icl_lib.engine.store import RunStore, experiment_key
+from icl_lib.tools.plan import store_plan, store_summary
+from icl_lib.version import MODEL_CODE_VERSION
+
+TC = TrainConfig(steps=80, batch=16, lr=3e-3, n_log=8, val_size=64)  # a small "paper-shaped" profile
+
+
+def _plan():
+    return {"ch_a": [RunSpec(DataConfig(d=3, L=6), ModelConfig(heads=h), TC, seed=s) for h in (1, 2) for s in (0, 1)],
+            "ch_b": [RunSpec(DataConfig(d=4, L=6, supports=[[0, 1], [1, 2, 3]]), ModelConfig(heads=2), TC, seed=0)]}
+
+
+@pytest.fixture
+def stored(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICL_STORE_DIR", str(tmp_path / "store"))
+    plan = _plan()
+    status = store_plan(plan, early_step=20, device="cpu", command="test", progress=False)
+    assert status["complete"] and status["stored"] == 5 and not status["stale"]
+    return plan, RunStore()
+
+
+def test_a_build_without_the_training_finds_every_run_in_the_store(stored, tmp_path, monkeypatch):
+    """A fresh run cache (another machine): every run comes from the store, nothing trains."""
+    plan, store = stored
+    specs = [s for ss in plan.values() for s in ss]
+    monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path / "other-machine"))
+    runs = train(specs, device="cpu", progress=False)
+    assert all(r.meta.get("stored") for r in runs) and not list(RunCache().root.glob("*.pt"))
+    trained = train(specs, device="cpu", progress=False, use_store=False)  # what the store came from
+    for a, b in zip(runs, trained):
+        for k in "QKVO":
+            assert torch.equal(a.params[k], b.params[k].float())
+        assert len(a.history["step"]) <= len(b.history["step"]) and a.history["step"][-1] == TC.steps
+    manifest = json.loads((store.root / "manifest.json").read_text())
+    assert len(manifest) == 5 and {m["code"] for m in manifest} == {MODEL_CODE_VERSION}
+    summary = store_summary(plan, store)
+    assert summary["ch_a"].startswith("4 of 4 runs stored, trained on cpu")
+
+
+def test_the_early_checkpoint_is_reproduced_from_the_seed(stored):
+    """Each stored run's early twin, retrained here from its seed, ends at the stored early
+    checkpoint (trained on a CPU: to float32 rounding of the packing, 1e-6)."""
+    plan, store = stored
+    for s in plan["ch_a"][:2] + plan["ch_b"]:
+        v = store.verify_early(s)
+        assert v["init_equal"] and v["max_param_gap"] < 1e-6 and v["val_gap"] < 1e-5, v
+
+
+def test_a_tampered_entry_fails(stored, caplog):
+    """Changing a stored array without its checksum makes the entry invalid (not used, one
+    warning); changing it with a recomputed checksum is caught by the early-checkpoint test."""
+    plan, store = stored
+    s = plan["ch_a"][1]
+    path = store.path(s)
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["early/V"] = arrays["early/V"] + 1e-3
+    np.savez_compressed(path, **arrays)
+    with caplog.at_level(logging.WARNING, logger="icl_lib.engine.store"):
+        assert store.load(s) is None
+    assert "checksum" in caplog.text and str(path) in caplog.text
+    from icl_lib.engine.store import _arrays_checksum
+
+    prov = json.loads(str(arrays.pop("provenance")))
+    prov["checksum"] = _arrays_checksum(arrays)
+    np.savez_compressed(path, **arrays, provenance=np.array(json.dumps(prov, sort_keys=True)))
+    assert store.load(s) is not None
+    assert store.verify_early(s)["max_param_gap"] > 5e-4  # the tampered checkpoint is not this code's
+
+
+def test_an_entry_of_other_model_code_is_stale_never_used(stored, monkeypatch):
+    plan, store = stored
+    s = plan["ch_a"][0]
+    old = store.path(s)
+    with np.load(old, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    prov = json.loads(str(arrays.pop("provenance")))
+    prov["code"] = "0"
+    target = store.root / f"{experiment_key(s, code='0')}.npz"
+    np.savez_compressed(target, **arrays, provenance=np.array(json.dumps(prov)))
+    old.unlink()
+    assert store.load(s) is None  # the current code's key finds nothing
+    assert store.status([s])["stale"] == [target.name] and not store.status([s])["complete"]
+
+
+def test_the_repository_store_holds_no_stale_entry():
+    """A change of MODEL_CODE_VERSION makes the committed store stale: regenerate it (make paper-runs)."""
+    assert RunStore().status()["stale"] == []
