@@ -190,22 +190,32 @@ def _train(args) -> int:
     return 0
 
 
+def _dispatch(args) -> int:
+    if args.command == "train":
+        return _train(args)
+    if args.command in ("plan", "train-plan"):
+        return _plan(args)
+    if args.command == "store":
+        return _store(args)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        if args.command == "train":
-            return _train(args)
-        if args.command in ("plan", "train-plan"):
-            return _plan(args)
-        if args.command == "store":
-            return _store(args)
+        code = _dispatch(args)
+        sys.stdout.flush()  # a closed pipe is noticed here, not at interpreter exit
+        return code
+    except BrokenPipeError:  # the reader of our output left (`| head -1`, `| grep -q`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except ValueError as err:  # invalid parameter: the library's message names it
         print(f"python -m icl_lib {args.command}: error: {err}", file=sys.stderr)
         return 2
     except TrainingDiverged as err:
         print(f"python -m icl_lib {args.command}: error: {err}", file=sys.stderr)
         return 1
-    return 1
 
 
 if __name__ == "__main__":

@@ -103,3 +103,14 @@ def test_bench_rejects_bad_arguments():
         p = subprocess.run([sys.executable, "-m", "icl_lib.tools.bench", "--device", "cpu", *args],
                            capture_output=True, text=True, timeout=120)
         assert p.returncode == 2 and name in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
+
+
+def test_cli_stops_quietly_when_its_reader_leaves():
+    # `python -m icl_lib store status | grep -q ...` under `set -o pipefail` (as CI runs it): the
+    # reader closes the pipe first; the command must not die with a BrokenPipeError traceback.
+    p = subprocess.Popen([sys.executable, "-m", "icl_lib", "store", "status", "--profile", "quick"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=300) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
