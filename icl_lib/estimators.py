@@ -26,6 +26,10 @@ With a pre-conditioner ``Gamma`` (isotropic data, derived in chapter 5 from the 
 sequences (:func:`bayes_risk_mc`); its proportional limit (``d/L -> xi``) is
 ``( s2 + (xi-1)/xi + sqrt(4 s2 + (s2 + (1-xi)/xi)^2) ) / 2``, and the optimal (debiased or vanilla)
 GD risk tends to ``(s2 + (1+s2)^2 xi) / (1 + (1+s2) xi)``.  Chapters 1, 2, 5 and 6.
+
+Paired comparisons: :func:`mc_errors` scores several predictors on one shared set of sequences and
+:func:`paired_ratio` turns two of them into a relative excess risk with its paired interval (the
+test set's own error cancels in the pair; chapters 1 and 2).
 """
 
 from __future__ import annotations
@@ -34,11 +38,13 @@ import math
 from typing import Callable
 
 import torch
+from scipy import stats as sps
 
 from .config import DataConfig
 from .data import Batch, sample_chunks
 from .seeding import generator
-from .validate import check_float, check_int
+from .stats import LEVEL, Estimate
+from .validate import check_float, check_int, fail
 
 __all__ = [
     "vanilla_gd_predict",
@@ -56,6 +62,9 @@ __all__ = [
     "optimal_eta_preconditioned",
     "bayes_risk",
     "mc_risk",
+    "mc_errors",
+    "paired_ratio",
+    "relative",
     "bayes_risk_mc",
     "model_risk",
     "max_sequences_at_once",
@@ -224,6 +233,52 @@ def mc_risk(
     n = check_int("n", n, 2)
     e = torch.cat([(predict(b) - b.yq[..., 0]) ** 2 for b in sample_chunks(data, n, seed, chunk, L=L)])
     return float(e.mean()), float(e.std() / math.sqrt(e.numel()))
+
+
+@torch.no_grad()
+def mc_errors(
+    predictors: dict[str, Callable[[Batch], torch.Tensor]],
+    data: DataConfig,
+    n: int = 100_000,
+    seed: int = 0,
+    chunk: int = 20_000,
+) -> dict[str, torch.Tensor]:
+    """Squared errors ``(y_hat - y_q)^2`` of every predictor on one shared set of ``n`` fresh
+    sequences (the sequences of :func:`mc_risk` for the same ``seed``), ``{name: (n,)}`` in float64:
+    the paired comparisons of chapter 1 (the debiased-vanilla gap, a trained model against the
+    references) use the per-sequence differences, whose spread is far below either risk's."""
+    n = check_int("n", n, 2)
+    if not predictors:
+        fail("predictors", predictors, "a non-empty {name: predictor}")
+    out: dict[str, list] = {k: [] for k in predictors}
+    for b in sample_chunks(data, n, seed, chunk):
+        for k, f in predictors.items():
+            out[k].append((f(b).double() - b.yq[..., 0]) ** 2)
+    return {k: torch.cat(v) for k, v in out.items()}
+
+
+def paired_ratio(a, b, level: float = LEVEL) -> Estimate:
+    """``mean(a) / mean(b) - 1`` of two predictors' squared errors ``a``, ``b`` on the same
+    sequences, with the delta-method interval from the paired standard error,
+    ``se = sd(a - r b) / (mean(b) sqrt(n))`` at ``r = mean(a) / mean(b)`` (normal quantile).
+    A trained model's relative excess risk over a reference predictor, free of the test set's
+    common error (chapters 1 and 2)."""
+    a = torch.as_tensor(a, dtype=torch.float64).reshape(-1)
+    b = torch.as_tensor(b, dtype=torch.float64).reshape(-1)
+    if a.shape != b.shape or len(a) < 2:
+        fail("b", f"{len(b)} values", f"as many paired values as a ({len(a)}, at least 2)")
+    r = float(a.mean() / b.mean())
+    se = float((a - r * b).std() / (b.mean() * math.sqrt(len(a))))
+    z = float(sps.norm.ppf(0.5 + level / 2))
+    return Estimate(r - 1, r - 1 - z * se, r - 1 + z * se, level,
+                    f"paired risk ratio - 1 over {len(a)} sequences, delta-method normal interval")
+
+
+def relative(e: Estimate, ref: float) -> Estimate:
+    """``e / ref - 1``, value and interval, for an exact reference ``ref > 0``: a Monte Carlo risk
+    against its closed form (chapter 1), a median step size against the optimal one (chapter 2)."""
+    ref = check_float("ref", ref, 0.0, lo_open=True)
+    return Estimate(e.value / ref - 1, e.lo / ref - 1, e.hi / ref - 1, e.level, e.what + f", relative to {ref:.4g}")
 
 
 def bayes_risk_mc(data: DataConfig, n: int = 100_000, seed: int = 0, L: int | None = None) -> tuple[float, float]:

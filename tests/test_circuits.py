@@ -94,3 +94,18 @@ def test_max_sequences_at_once_counts_the_numbers_a_draw_holds():
     assert max_sequences_at_once(3, 7, n_tasks=2, budget=1000) == 1000 // (5 * 8 + 6)
     with pytest.raises(ValueError, match="^L="):
         max_sequences_at_once(3, 0)
+
+
+def test_reparameterised_circuits_are_the_sum_of_kernel_regressors():
+    """Circuits of the form (3.1) (reparam_circuits) in the full model give (3.2) exactly, at
+    round-off, for three heads of mixed signs and scales (chapter 1's identity, a test of the code)."""
+    from icl_lib import kernel_regression_predict, sample_batch
+    from icl_lib.paper1.dynamics import reparam_circuits
+
+    omega = torch.tensor([0.35, -0.2, 0.05], dtype=torch.float64)
+    mu = torch.tensor([1.4, -0.9, 0.3], dtype=torch.float64)
+    KQ, OV = reparam_circuits(omega[None], mu[None], d)  # (1, 3, D, D), (1, 3, 1, D)
+    m = AttentionEnsemble.from_circuits(KQ, OV, d)
+    b = sample_batch(DataConfig(d=d, L=40, sigma2=0.1), 4096, 11)
+    gap = (m(b)[0, :, 0] - kernel_regression_predict(omega, mu, b.x, b.y, b.xq)).abs().max().item()
+    assert gap < 1e-12

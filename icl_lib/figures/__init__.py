@@ -40,7 +40,7 @@ from .heatmaps import (
 from .landscape import landscape_panels, norm_violins, valley_figure
 from .optimality import activation_circuits, activation_dynamics, bayes_ratio_plot, linear_softmax_plot
 from .stages import gd_comparison_figure, stage_dynamics_figure, stage_timeline
-from .strips import PATTERN_COLORS, loss_strip, task_loss_plot
+from .strips import PATTERN_COLORS, interval_strip, loss_strip, task_loss_plot
 from .style import CMAP, HEAD_COLORS, set_style
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "gamma_heatmaps",
     "gd_comparison_figure",
     "head_split_curves",
+    "interval_strip",
     "inverse_heatmaps",
     "kappa_rate_figure",
     "landscape_panels",

@@ -1,6 +1,8 @@
 """Test losses as strip plots (a dot per model) against reference risks.
 
 * :func:`loss_strip`     -- every model's test loss by head count, coloured by its pattern (chapter 2);
+* :func:`interval_strip` -- a per-model estimate with its 95 % interval by head count, against the
+  values of rival hypotheses (chapter 2: excess over debiased GD, debiasing fraction);
 * :func:`task_loss_plot` -- per-task losses by head count, coloured by mode (paper 1, B.4; chapter 7).
 """
 
@@ -14,7 +16,7 @@ from typing import Mapping
 from ..paper1.multitask import MODES
 from .style import fixed_jitter
 
-__all__ = ["loss_strip", "task_loss_plot", "PATTERN_COLORS"]
+__all__ = ["loss_strip", "interval_strip", "task_loss_plot", "PATTERN_COLORS"]
 
 PATTERN_COLORS = {"single-head": "C0", "pos/neg": "C2", "single-sign": "C3"}  # by PatternSummary.kind
 
@@ -46,6 +48,36 @@ def task_loss_plot(losses: "pandas.DataFrame", refs: "pandas.DataFrame", fig=Non
     fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.80, 0.5), fontsize=8, frameon=False)
     fig.subplots_adjust(right=0.79, wspace=0.08)
     return fig
+
+
+def interval_strip(models: "pandas.DataFrame", column: str, lines: Mapping[str, float],  # noqa: F821
+                   ylabel: str, ax=None):
+    """One point per model at its head count (seeds spread side by side), with its interval as an
+    error bar (columns ``H``, ``pattern``, ``column``, ``column + " lo"``, ``column + " hi"`` of
+    ``models``), coloured by its pattern, and ``lines`` ``{label: value}`` as horizontal lines (the
+    rival hypotheses; chapter 2).  Returns the axes."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.8))
+    heads = sorted(models["H"].unique())
+    for H in heads:
+        rows = models[models["H"] == H].reset_index(drop=True)
+        offsets = (rows.index - (len(rows) - 1) / 2) * (0.6 / max(len(rows), 1))
+        for pattern, color in PATTERN_COLORS.items():
+            sel = rows["pattern"] == pattern
+            if sel.any():
+                y = rows.loc[sel, column]
+                err = [y - rows.loc[sel, column + " lo"], rows.loc[sel, column + " hi"] - y]
+                ax.errorbar(heads.index(H) + offsets[sel], y, yerr=err, fmt="o", ms=4, color=color, lw=1,
+                            label=pattern)
+    for k, (label, value) in enumerate(lines.items()):
+        ax.axhline(value, color="0.3", ls=["--", ":", "-."][k % 3], lw=1, label=f"{label} ({value:.3g})")
+    handles, labels = ax.get_legend_handles_labels()
+    keep = dict(zip(labels, handles))  # one legend entry per label
+    ax.legend(keep.values(), keep.keys(), fontsize=8, loc="best")
+    ax.set_xticks(range(len(heads)), [str(H) for H in heads])
+    ax.set_xlabel("H")
+    ax.set_ylabel(ylabel)
+    return ax
 
 
 def loss_strip(models: "pandas.DataFrame", references: Mapping[str, float], ax=None):  # noqa: F821

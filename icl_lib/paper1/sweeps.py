@@ -10,21 +10,37 @@ pattern metrics of :func:`~icl_lib.circuits.summarize_pattern` for every run), :
 (one row per head), :func:`model_table` (one row per model), :func:`pattern_counts` (fractions of
 seeds per pattern), :func:`scale_comparison` (single head against multi-head scales) and
 :func:`pos_neg_history` (the positive/negative pattern along training).
+
+Chapter 2's intervals (:class:`~icl_lib.stats.Estimate`): :func:`median_by_H` (a column's median
+over seeds per head count), :func:`median_of` (the median of per-seed estimates, each with its own
+test-set interval), :func:`ratio` and :func:`spread` (of medians measured on independent seeds);
+:data:`NO_SEEDS` stands for a median without any seed to measure (every rule is then
+INCONCLUSIVE).  On one shared set of test prompts (:func:`prompt_set`), :func:`prompt_statistics`
+gives every model's test loss, its paired excess over the optimal debiased GD step, and its
+:func:`debiasing_fraction`: how much of debiased GD's centring term the model implements (1 for
+debiased GD, 0 for vanilla GD), the statistic that tells the two predictors apart.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import numbers
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
+import torch
+from scipy import stats as sps
 
 from ..circuits import PatternSummary, pattern_history
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
+from ..data import sample_chunks
 from ..engine import Run, train
-from ..validate import check_int, fail
+from ..estimators import paired_ratio
+from ..stats import LEVEL, Estimate, median_ci
+from ..validate import check_float, check_int, fail
 
 __all__ = [
     "as_heads",
@@ -36,6 +52,17 @@ __all__ = [
     "pattern_counts",
     "scale_comparison",
     "pos_neg_history",
+    "median_by_H",
+    "median_of",
+    "ratio",
+    "NO_SEEDS",
+    "spread",
+    "PromptSet",
+    "prompt_set",
+    "debiasing_fraction",
+    "prompt_statistics",
+    "estimates_by_H",
+    "add_estimates",
 ]
 
 
@@ -145,27 +172,28 @@ def pattern_counts(models: "pandas.DataFrame", steps: int) -> "pandas.DataFrame"
     return counts
 
 
-def _live_abs(patterns: list[PatternSummary], key: str) -> list[float]:
-    """``|omega_h|`` or ``|mu_h|`` (``key``) of the non-dummy heads of the pos/neg models."""
-    return [abs(getattr(p, key)[h]) for p in patterns if p.kind == "pos/neg"
-            for h in range(p.heads) if p.groups[h] != "dummy"]
+def _live_mean_abs(p: PatternSummary, key: str) -> float:
+    """Mean of ``|omega_h|`` or ``|mu_h|`` (``key``) over the non-dummy heads of one model."""
+    return float(np.mean([abs(getattr(p, key)[h]) for h in range(p.heads) if p.groups[h] != "dummy"]))
 
 
 def scale_comparison(patterns: dict[int, list[PatternSummary]]) -> dict:
     """Single head against multi-head scales (paper 1, Section 3: the single head has the larger
     KQ and the smaller OV circuit).  Returns ``{"multi_H": [...]}``, the head counts ``H >= 2``
     with at least one model in the positive/negative pattern, and, when ``H = 1`` and such an
-    ``H`` are both present, the medians ``w1 = |omega|`` and ``m1 = |mu|`` over the single-head
-    seeds, ``w_multi`` of ``|omega_h|`` over the non-dummy heads of the multi-head pos/neg models,
-    and ``mu_multi_group`` of the positive group's summed ``mu_h`` per such model.  Chapter 2."""
-    multi_H = [H for H in patterns if H >= 2 and len(_live_abs(patterns[H], "omega"))]
+    ``H`` are both present, medians over seeds with their order-statistic intervals
+    (:func:`~icl_lib.stats.median_ci`): ``w1`` of ``|omega|`` and ``m1`` of ``|mu|`` over the
+    single-head seeds; over the multi-head models in the positive/negative pattern (one value per
+    model, so that the values are independent), ``w_multi`` of the model's mean ``|omega_h|`` over
+    its non-dummy heads and ``mu_multi_group`` of its positive group's summed ``mu_h``.  Chapter 2."""
+    multi_H = [H for H in patterns if H >= 2 and any(p.kind == "pos/neg" for p in patterns[H])]
     out: dict = {"multi_H": multi_H}
     if 1 in patterns and multi_H:
-        out["w1"] = float(np.median([abs(p.omega[0]) for p in patterns[1]]))
-        out["m1"] = float(np.median([abs(p.mu[0]) for p in patterns[1]]))
-        out["w_multi"] = float(np.median([w for H in multi_H for w in _live_abs(patterns[H], "omega")]))
-        out["mu_multi_group"] = float(np.median([sum(abs(m) for m in p.mu if m > 0) for H in multi_H
-                                                 for p in patterns[H] if p.kind == "pos/neg"]))
+        posneg = [p for H in multi_H for p in patterns[H] if p.kind == "pos/neg"]
+        out["w1"] = median_ci([abs(p.omega[0]) for p in patterns[1]])
+        out["m1"] = median_ci([abs(p.mu[0]) for p in patterns[1]])
+        out["w_multi"] = median_ci([_live_mean_abs(p, "omega") for p in posneg])
+        out["mu_multi_group"] = median_ci([sum(m for m in p.mu if m > 0) for p in posneg])
     return out
 
 
@@ -187,3 +215,191 @@ def pos_neg_history(sweep: dict[int, list[Run]]) -> tuple[np.ndarray, dict, dict
         # stays from t on: the reversed cumulative product of the reversed row is 1 from t on
         escape[H] = [int(steps[np.argmax(np.cumprod(k[::-1])[::-1])]) if k[-1] else None for k in kinds]
     return steps, fractions, escape
+
+
+# ------------------------------------------------------------------ chapter 2's intervals
+NO_SEEDS = Estimate(math.nan, -math.inf, math.inf, what="no seed to measure")
+
+
+def _rank(n: int, level: float) -> int:
+    """The ``k`` of :func:`~icl_lib.stats.median_ci` for ``n`` values: the largest ``k <= n // 2``
+    with ``P(Bin(n, 1/2) <= k - 1) <= (1 - level) / 2``, so that ``[x_(k), x_(n+1-k)]`` covers the
+    median with probability at least ``level`` (0: no such interval)."""
+    k = 0
+    while k + 1 <= n // 2 and sps.binom.cdf(k, n, 0.5) <= (1 - level) / 2:
+        k += 1
+    return k
+
+
+def median_by_H(models: "pandas.DataFrame", column: str, pattern: str | None = None) -> dict[int, Estimate]:  # noqa: F821
+    """``{H: median over the seeds of H of models[column]}`` with the order-statistic interval of
+    :func:`~icl_lib.stats.median_ci`, over the rows of :func:`model_table` whose ``pattern`` is
+    ``pattern`` (every seed when ``None``); head counts without such a row are left out.  Chapter 2."""
+    out = {}
+    for H, rows in models.groupby("H"):
+        if pattern is not None:
+            rows = rows[rows["pattern"] == pattern]
+        if len(rows):
+            out[int(H)] = median_ci(rows[column].to_numpy(float))
+    return out
+
+
+def median_of(estimates: Sequence[Estimate], level: float = LEVEL) -> Estimate:
+    """The median over seeds of per-seed estimates (e.g. each model's paired excess risk on the
+    shared test set): the median of their values, with the order-statistic interval of
+    :func:`~icl_lib.stats.median_ci` taken over their interval ends, ``[k-th smallest lo, k-th
+    largest hi]``: it covers the seeds' median when both the order statistics and every seed's
+    own interval do (seed-to-seed and test-set error together).  ``(-inf, inf)`` with fewer than 6
+    seeds at 95 %.  Chapter 2."""
+    estimates = list(estimates)
+    if not estimates:
+        fail("estimates", estimates, "a non-empty sequence of Estimates")
+    level = check_float("level", level, 0.0, 1.0, True, True)
+    n = len(estimates)
+    k = _rank(n, level)
+    lows = sorted(e.lo for e in estimates)
+    highs = sorted(e.hi for e in estimates)
+    lo, hi = (lows[k - 1], highs[n - k]) if k >= 1 else (-math.inf, math.inf)
+    value = float(np.median([e.value for e in estimates]))
+    return Estimate(value, float(lo), float(hi), level, f"median of {n} seeds, order-statistic interval of "
+                    "the seeds' own intervals")
+
+
+def _positive(name: str, e: Estimate) -> None:
+    if not e.value > 0:
+        fail(name, e.value, "an Estimate of a positive quantity")
+
+
+def ratio(a: Estimate, b: Estimate) -> Estimate:
+    """``a / b`` for two positive quantities measured on independent seeds (e.g. two medians),
+    with the interval ``[max(a.lo, 0) / b.hi, a.hi / b.lo]`` (``inf`` where ``b.lo <= 0``): it holds
+    whenever both intervals do, so its level is at least ``1 - (1 - a.level) - (1 - b.level)``
+    (Bonferroni).  Chapter 2."""
+    _positive("a", a)
+    _positive("b", b)
+    lo = max(a.lo, 0.0) / b.hi if b.hi > 0 else 0.0
+    hi = a.hi / b.lo if b.lo > 0 else math.inf
+    level = 1 - (1 - a.level) - (1 - b.level)
+    return Estimate(a.value / b.value, float(lo), float(hi), level, "ratio of independent estimates, "
+                    "Bonferroni interval")
+
+
+def spread(estimates: Sequence[Estimate]) -> Estimate:
+    """``max / min - 1`` of positive quantities measured on independent seeds (e.g. the median
+    loss of every head count): its interval holds whenever all of theirs do,
+    ``[max(0, max lo / min hi - 1), max hi / min lo - 1]``, at level at least ``1 - sum(1 - level)``
+    (Bonferroni).  Chapter 2."""
+    estimates = list(estimates)
+    if len(estimates) < 2:
+        fail("estimates", f"{len(estimates)} Estimates", "at least 2")
+    for e in estimates:
+        _positive("estimates", e)
+    values = [e.value for e in estimates]
+    min_lo = min(e.lo for e in estimates)
+    lo = max(0.0, max(e.lo for e in estimates) / min(e.hi for e in estimates) - 1)
+    hi = max(e.hi for e in estimates) / min_lo - 1 if min_lo > 0 else math.inf
+    level = 1 - sum(1 - e.level for e in estimates)
+    return Estimate(max(values) / min(values) - 1, float(lo), float(hi), level,
+                    f"max/min - 1 of {len(estimates)} independent estimates, Bonferroni interval")
+
+
+@dataclass
+class PromptSet:
+    """One shared set of ``n`` test prompts and what chapter 2 compares on it (float64)."""
+
+    pred: torch.Tensor  # (R, n) every model's prediction
+    y: torch.Tensor  # (n,) the query labels y_q
+    g: torch.Tensor  # (n,) vanilla GD at unit step: (1/L) sum_i y_i x_i^T x_q
+    c: torch.Tensor  # (n,) the centring term at unit step: ybar xbar^T x_q (debiased GD: eta (g - c))
+
+    def errors(self) -> torch.Tensor:
+        """``(R, n)`` squared errors of the models."""
+        return (self.pred - self.y) ** 2
+
+    def gd_errors(self, eta: float, debiased: bool) -> torch.Tensor:
+        """``(n,)`` squared errors of one (debiased) GD step ``eta`` on the same prompts."""
+        return (eta * (self.g - self.c if debiased else self.g) - self.y) ** 2
+
+
+@torch.no_grad()
+def prompt_set(model, data: DataConfig, n: int = 20_000, seed: int = 0, chunk: int = 2_000) -> PromptSet:
+    """Every model of an :class:`~icl_lib.models.AttentionEnsemble` (single task) and the GD
+    predictors' ingredients on one shared set of ``n`` fresh prompts drawn in float64 (the models
+    read them in their own dtype).  Chapter 2."""
+    n = check_int("n", n, 2)
+    if data.n_tasks != 1:
+        fail("data", data, "a single-task DataConfig")
+    dtype, device = model.Q.dtype, model.Q.device
+    parts: dict[str, list] = {"pred": [], "y": [], "g": [], "c": []}
+    for b in sample_chunks(data, n, seed, chunk):
+        parts["pred"].append(model(b._replace(tokens=b.tokens.to(device, dtype)))[..., 0].double().cpu())
+        x, y, xq = b.x, b.y[..., 0], b.xq  # (B, L, d), (B, L), (B, d)
+        parts["y"].append(b.yq[..., 0])
+        parts["g"].append(((y[..., None] * x).mean(-2) * xq).sum(-1))
+        parts["c"].append(y.mean(-1) * (x.mean(-2) * xq).sum(-1))
+    return PromptSet(torch.cat(parts["pred"], 1), *(torch.cat(parts[k]) for k in ("y", "g", "c")))
+
+
+def debiasing_fraction(pred, g, c, level: float = LEVEL) -> Estimate:
+    """How much of debiased GD's centring term a predictor implements: the least-squares fit
+    ``pred ~ a g - b c`` over the prompts (``g``, ``c`` of :class:`PromptSet`; vanilla GD is
+    ``eta g``, debiased GD ``eta (g - c)``, paper 1, Section 4.3) and ``t = b / a``: 1 for debiased
+    GD, 0 for vanilla GD, whatever the step size.  The interval is the delta method on the
+    heteroscedasticity-robust (HC0) covariance of ``(a, b)``.  Chapter 2."""
+    p = torch.as_tensor(pred, dtype=torch.float64).reshape(-1)
+    X = torch.stack([torch.as_tensor(g, dtype=torch.float64).reshape(-1),
+                     -torch.as_tensor(c, dtype=torch.float64).reshape(-1)], 1)  # (n, 2)
+    if X.shape[0] != p.shape[0] or len(p) < 3:
+        fail("g", f"{X.shape[0]} values", f"as many as pred ({len(p)}, at least 3)")
+    XtX_inv = torch.linalg.inv(X.T @ X)
+    a, b = (XtX_inv @ (X.T @ p)).tolist()
+    r = p - X @ torch.tensor([a, b], dtype=torch.float64)
+    cov = XtX_inv @ (X.T @ (r[:, None] ** 2 * X)) @ XtX_inv
+    grad = torch.tensor([-b / a**2, 1 / a], dtype=torch.float64)
+    se = float(grad @ cov @ grad) ** 0.5
+    z = float(sps.norm.ppf(0.5 + level / 2))
+    t = b / a
+    return Estimate(t, t - z * se, t + z * se, level, f"least squares on {len(p)} prompts, delta-method interval")
+
+
+def prompt_statistics(ps: PromptSet, eta_dgd: float, level: float = LEVEL) -> dict[str, list[Estimate]]:
+    """Per model of ``ps``: ``"loss"``, the test loss with its normal interval from the test-set
+    standard error; ``"vs dGD*"``, the paired excess risk over the debiased GD step ``eta_dgd`` on
+    the same prompts (:func:`~icl_lib.estimators.paired_ratio`); ``"debiasing"``, its
+    :func:`debiasing_fraction`.  Chapter 2."""
+    z = float(sps.norm.ppf(0.5 + level / 2))
+    err = ps.errors()  # (R, n)
+    ref = ps.gd_errors(eta_dgd, debiased=True)
+    loss = []
+    for e in err:
+        m, se = float(e.mean()), float(e.std() / math.sqrt(len(e)))
+        loss.append(Estimate(m, m - z * se, m + z * se, level, f"mean over {len(e)} prompts, normal interval"))
+    return {
+        "loss": loss,
+        "vs dGD*": [paired_ratio(e, ref, level) for e in err],
+        "debiasing": [debiasing_fraction(p, ps.g, ps.c, level) for p in ps.pred],
+    }
+
+
+def estimates_by_H(models: "pandas.DataFrame", estimates: Sequence[Estimate],  # noqa: F821
+                   pattern: str | None = None) -> dict[int, list[Estimate]]:
+    """``{H: [the estimates of H's seeds]}`` for per-model ``estimates`` in the row order of
+    :func:`model_table`'s ``models``, over the rows whose ``pattern`` is ``pattern`` (all when
+    ``None``); head counts without such a row are left out.  Chapter 2."""
+    if len(estimates) != len(models):
+        fail("estimates", f"{len(estimates)} Estimates", f"one per row of models ({len(models)})")
+    out: dict[int, list[Estimate]] = {}
+    for (_, row), e in zip(models.iterrows(), estimates):
+        if pattern is None or row["pattern"] == pattern:
+            out.setdefault(int(row["H"]), []).append(e)
+    return out
+
+
+def add_estimates(models: "pandas.DataFrame", name: str, estimates: Sequence[Estimate]) -> "pandas.DataFrame":  # noqa: F821
+    """A copy of :func:`model_table`'s ``models`` with per-model ``estimates`` (in its row order) as
+    columns ``name``, ``name + " lo"`` and ``name + " hi"`` (the table of chapter 2 and
+    :func:`~icl_lib.figures.interval_strip` read them)."""
+    if len(estimates) != len(models):
+        fail("estimates", f"{len(estimates)} Estimates", f"one per row of models ({len(models)})")
+    return models.assign(**{name: [e.value for e in estimates], name + " lo": [e.lo for e in estimates],
+                            name + " hi": [e.hi for e in estimates]})

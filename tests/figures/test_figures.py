@@ -753,6 +753,24 @@ def test_loss_strip_a_dot_per_model_coloured_by_pattern_and_the_references():
     assert len(np.concatenate([c.get_offsets() for c in ax2.collections])) == 1
 
 
+def test_interval_strip_a_point_and_error_bar_per_model_and_the_rivals():
+    """Every model's value at its head count with its interval as the error bar, coloured by its
+    pattern; the rival hypotheses as horizontal lines; one legend entry per label."""
+    from icl_lib.figures import interval_strip
+
+    models = pd.DataFrame({"H": [2, 2, 2, 4], "pattern": ["pos/neg", "pos/neg", "single-sign", "pos/neg"],
+                           "t": [1.0, 0.9, 0.2, 1.1], "t lo": [0.95, 0.8, 0.0, 1.0], "t hi": [1.05, 1.0, 0.4, 1.2]})
+    ax = interval_strip(models, "t", {"debiased GD": 1.0, "vanilla GD": 0.0}, ylabel="t")
+    assert sorted(_hlines(ax)) == pytest.approx([0.0, 1.0])
+    ys = sorted(y for c in ax.containers for y in c.lines[0].get_ydata())
+    assert ys == pytest.approx(sorted(models["t"]))
+    bars = [seg for c in ax.containers for seg in c.lines[2][0].get_segments()]
+    np.testing.assert_allclose(sorted((s[0][1], s[1][1]) for s in bars), sorted(zip(models["t lo"], models["t hi"])))
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert sorted(labels) == sorted(["pos/neg", "single-sign", "debiased GD (1)", "vanilla GD (0)"])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "4"]
+
+
 def test_strip_plots_are_the_same_at_every_build():
     """Seaborn jitters strip plots with numpy's global random state: the figures seed it (and
     restore it), so two draws of the same data put every dot at the same place."""
