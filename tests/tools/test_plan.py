@@ -21,7 +21,9 @@ def test_the_quick_plan_lists_every_training_chapter_and_shares_runs():
     assert set(plan) == {"01_setup", "02_patterns", "03_two_stage_dynamics", "05_optimality", "06_anisotropic",
                          "07_multitask"}
     assert len(plan["02_patterns"]) == 24 and len(plan["05_optimality"]) == 24 + 5 * 3
-    assert set(plan["03_two_stage_dynamics"]) <= set(plan["02_patterns"])  # chapter 3 reuses chapter 2's runs
+    ch2, ch3 = set(plan["02_patterns"]), set(plan["03_two_stage_dynamics"])
+    assert {s for s in ch2 if s.model.heads >= 2} <= ch3  # chapter 3 reuses chapter 2's runs of H = 2..4
+    assert len(ch3) == 3 * 9 and len(ch3 - ch2) == 3 * 3  # and adds three seeds per head count
     assert plan["01_setup"][0] in plan["02_patterns"] and all(s.train.steps == 4000 for s in book.unique_specs(plan))
     paper = book.book_plan("paper")
     assert all(s.train.steps == 500_000 for s in book.unique_specs(paper))
@@ -34,8 +36,8 @@ def test_plan_command_describes_the_ensembles():
     p = subprocess.run([sys.executable, "-m", "icl_lib", "plan", "--profile", "quick", "--device", "cpu",
                         "--no-measure"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert "78 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
-    assert "d=5 L=40 tasks=1 softmax" in p.stdout and "312,000 model-steps" in p.stdout
+    assert "87 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
+    assert "d=5 L=40 tasks=1 softmax" in p.stdout and "348,000 model-steps" in p.stdout
 
 
 def _specs():
