@@ -5,7 +5,9 @@
 * :func:`stage_timeline`        -- one line per run: where pattern (3.1), Stage I and Stage II are
   established;
 * :func:`gd_comparison_figure`  -- ``omega_h`` and ``mu_h`` of a trained run next to gradient descent
-  on (4.1) from the same start (Figure 20).
+  on (4.1) from the same start (Figure 20);
+* :func:`optimality_figure`     -- ``eta / s*`` along every run (the transitional optimality (4.3)) and
+  the slide of the group OV weight against the KQ scale along the solution manifold (4.5).
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from __future__ import annotations
 from typing import Sequence
 
 import matplotlib.pyplot as plt
+import numpy as np
 
-from ..paper1.dynamics import StageSummary
+from ..paper1.dynamics import StageSummary, eta_history, manifold_scales
 from .curves import dynamics
+from .style import HEAD_COLORS
 
-__all__ = ["stage_dynamics_figure", "stage_timeline", "gd_comparison_figure"]
+__all__ = ["stage_dynamics_figure", "stage_timeline", "gd_comparison_figure", "optimality_figure"]
 
 
 def stage_dynamics_figure(items: Sequence[tuple[str, "StageSummary"]], zoom_step: int):
@@ -79,4 +83,44 @@ def gd_comparison_figure(full: "StageSummary", gd: "StageSummary", titles: Seque
                 axes[row, col].set_xlabel("gradient-descent step")
     axes[0, 0].set_title(titles[0])
     axes[0, 1].set_title(titles[1])
+    return fig
+
+
+def optimality_figure(rows: Sequence[tuple[int, Sequence["StageSummary"], Sequence, Sequence[int]]],
+                      s_star: float, tol: float, rival: float | None = None):
+    """Paper 1, Section 4.2, eqs. (4.3) and (4.5): one row per head count, from ``(H, [StageSummary
+    per run], [slide start step or None per run], [seed per run])``.  Left: ``eta(t) / s*`` of every run against
+    the training step (log axis), with the band ``1 +- tol`` and, if given, the rival value
+    ``rival`` (dashed).  Right: ``log mu_bar`` against ``log omega_bar`` of every run from its
+    slide start to the end (dots: the start), each with a line of slope -1 through its start (the
+    manifold's prediction).  Chapter 3."""
+    fig, axes = plt.subplots(len(rows), 2, figsize=(12, 3.2 * len(rows)), squeeze=False, constrained_layout=True)
+    for (H, sts, starts, seeds), (ax_e, ax_m) in zip(rows, axes):
+        for k, (st, start, seed) in enumerate(zip(sts, starts, seeds)):
+            col = HEAD_COLORS[k % 10]
+            ratio = eta_history(st) / s_star
+            steps = np.maximum(np.asarray(st.steps, dtype=float), 1.0)
+            ax_e.plot(steps, ratio, color=col, lw=1.1, label=f"seed {seed}" if k < 10 else None)
+            if start is None or not np.isfinite(start):  # no slide measured in this run
+                continue
+            keep = np.asarray(st.steps) >= start
+            w, m = manifold_scales(st)
+            lw, lm = np.log(w[keep]), np.log(m[keep])
+            ax_m.plot(lw, lm, color=col, lw=1.1)
+            ax_m.scatter(lw[:1], lm[:1], color=col, s=18, zorder=3)
+            span = np.array([lw.min(), lw.max()])
+            ax_m.plot(span, lm[0] - (span - lw[0]), color=col, lw=0.8, ls=":")
+        ax_e.axhspan(1 - tol, 1 + tol, color="0.9", zorder=0)
+        ax_e.axhline(1.0, color="k", lw=0.8)
+        if rival is not None:
+            ax_e.axhline(rival, color="C3", lw=0.9, ls="--", label=r"rival: $\sum_h\mu_h\omega_h = 1$")
+        ax_e.set_xscale("log")
+        ax_e.set_ylim(-0.05, max(1.3, (rival or 0) + 0.1))
+        ax_e.set_xlabel("training step")
+        ax_e.set_ylabel(r"$\eta / s^*$")
+        ax_e.set_title(f"H = {H}: transitional optimality (4.3)")
+        ax_e.legend(fontsize=7, ncol=2, loc="lower right")
+        ax_m.set_xlabel(r"$\log \bar\omega$ (mean $|\omega_h|$ of the live heads)")
+        ax_m.set_ylabel(r"$\log \bar\mu$ (group OV weight)")
+        ax_m.set_title(f"H = {H}: slide along the manifold (4.5); dotted: slope -1")
     return fig

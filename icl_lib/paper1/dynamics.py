@@ -7,9 +7,9 @@ that explains them.  Contents:
   run's history establishes the pattern (3.1), Stage I (sign matching and zero-sum OV) and Stage II
   (homogeneous KQ scale, positive and negative groups), each by an explicit rule;
 * :func:`peak_profile` -- the "rises then falls" of ``|omega_h|`` and the steady rise of ``|mu_h|``;
-* :func:`symmetric_two_head`, :func:`reparam_circuits`, :func:`true_loss_mc` -- Monte Carlo of the
-  true ICL loss of circuits in the reparameterised form (3.1), one ensemble for a whole grid
-  (Proposition 4.1, Figure 5);
+* :func:`symmetric_two_head`, :func:`reparam_circuits`, :func:`true_loss_mc`, :func:`true_loss_cv`
+  -- Monte Carlo of the true ICL loss of circuits in the reparameterised form (3.1), one ensemble
+  for a whole grid, plain or with debiased GD as a control variate (Proposition 4.1, Figure 5);
 * :func:`attention_norms`, :func:`attention_norm_lln` -- the attention-probability norm
   ``||softmax(omega X x_q)||_2`` and its large-L law (Figure 19);
 * :class:`ApproxGDConfig`, :func:`approx_gd` -- gradient descent on (4.1) for the reparameterised
@@ -23,7 +23,15 @@ that explains them.  Contents:
   :func:`attention_norm_study`, :func:`norm_statistics` (Figure 19), :func:`approx_gd_sweep`,
   :func:`gd_statistics`, :func:`gd_stages`, :func:`one_head_optimum`, :func:`single_sign_end`
   (Figure 20).  Each returns a ``pandas.DataFrame`` or a dict of the values the chapter checks
-  and glues.
+  and glues;
+* the transitional optimality (4.3) and the solution manifold (4.5) on trained runs:
+  :func:`eta_history`, :func:`manifold_scales`, :func:`manifold_slope`, :func:`optimality_table`;
+* the claims' estimates, each an :class:`~icl_lib.stats.Estimate` with its interval over seeds
+  (or over Monte Carlo draws): :func:`stage_estimates`, :func:`observation_runs` and
+  :func:`run_fraction` (Observation 4), :func:`optimality_estimates`,
+  :func:`settle_order_estimate`, :func:`gd_estimates`, :func:`norm_estimates`, and the
+  ``small``/``degrade`` and ``decrease``/``limit`` entries of :func:`landscape_statistics` and
+  :func:`valley_statistics`.
 """
 
 from __future__ import annotations
@@ -41,9 +49,11 @@ from scipy import stats
 
 from ..circuits import DUMMY_TOL, dummy_heads, mu_of, omega_of, pattern_history
 from ..config import DataConfig
-from ..estimators import debiased_gd_risk, model_risk
+from ..data import sample_chunks
+from ..estimators import debiased_gd_predict, debiased_gd_risk, model_risk
 from ..models import AttentionEnsemble
 from ..seeding import derive_seed, generator
+from ..stats import Estimate, median_ci, proportion_ci
 from ..validate import check_choice, check_float, check_int, fail
 from .approx_loss import ApproxLossConfig, approx_loss, approx_loss_grad, loss_star, mu_star, s_star
 
@@ -85,6 +95,20 @@ __all__ = [
     "gd_stages",
     "one_head_optimum",
     "single_sign_end",
+    "SETTLE_TOL",
+    "FALL_TOL",
+    "stage_estimates",
+    "observation_runs",
+    "run_fraction",
+    "eta_history",
+    "manifold_scales",
+    "manifold_slope",
+    "optimality_table",
+    "optimality_estimates",
+    "settle_order_estimate",
+    "gd_estimates",
+    "true_loss_cv",
+    "norm_estimates",
 ]
 
 
@@ -296,6 +320,52 @@ def true_loss_mc(
         means.append(m.double())
         ses.append(s.double())
     return torch.cat(means), torch.cat(ses)
+
+
+@torch.no_grad()
+def true_loss_cv(
+    omega,
+    mu,
+    data: DataConfig,
+    n: int = 100_000,
+    seed: int = 0,
+    chunk: int = 1_000,
+    models_per_call: int = 128,
+    dtype: torch.dtype = torch.float64,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Monte Carlo ICL loss of reparameterised circuits ``omega, mu (R, H)`` with debiased GD as a
+    control variate: ``(mean (R,), std error (R,))``.
+
+    For each grid point ``r`` with ``eta_r = sum_h mu_h omega_h``, the estimate is
+    ``mean_i [(y_hat_r - y_q)^2 - (y_dGD(eta_r) - y_q)^2] + R_dGD(eta_r)``: the paired difference
+    from debiased GD on the same ``n`` sequences plus debiased GD's exact risk
+    (:func:`icl_lib.estimators.debiased_gd_risk`).  It is unbiased for the true loss whatever the
+    circuits; its standard error is that of the paired difference, small where the model is
+    close to debiased GD (small ``omega``, Section 4.3).  All grid points share the sequences
+    (``seed``) as in :func:`true_loss_mc`.  Chapter 3 (Proposition 4.1, Figure 5).
+    """
+    n = check_int("n", n, 2)
+    models_per_call = check_int("models_per_call", models_per_call, 1)
+    if data.n_tasks != 1:
+        raise ValueError(f"data.n_tasks={data.n_tasks} is invalid: accepted a single-task DataConfig")
+    KQ, OV = reparam_circuits(omega, mu, data.d)
+    eta = (torch.as_tensor(omega, dtype=torch.float64) * torch.as_tensor(mu, dtype=torch.float64)).sum(-1)  # (R,)
+    R = KQ.shape[0]
+    s1, s2 = torch.zeros(R, dtype=torch.float64), torch.zeros(R, dtype=torch.float64)
+    models = [AttentionEnsemble.from_circuits(KQ[i : i + models_per_call].to(dtype),
+                                              OV[i : i + models_per_call].to(dtype), data.d).requires_grad_(False)
+              for i in range(0, R, models_per_call)]
+    for b in sample_chunks(data, n, seed, chunk, dtype=dtype):
+        g = debiased_gd_predict(b, 1.0).double()  # (B,) debiased GD with step 1
+        yq = b.yq[..., 0].double()  # (B,)
+        pred = torch.cat([m(b)[..., 0].double() for m in models])  # (R, B)
+        diff = (pred - yq) ** 2 - (eta[:, None] * g - yq) ** 2  # (R, B) paired differences
+        s1 += diff.sum(1)
+        s2 += (diff**2).sum(1)
+    mean = s1 / n
+    se = ((s2 / n - mean**2).clamp_min(0) * n / (n - 1) / n).sqrt()
+    ref = torch.tensor([debiased_gd_risk(float(e), data.d, data.L, data.sigma2) for e in eta], dtype=torch.float64)
+    return mean + ref, se
 
 
 @torch.no_grad()
@@ -609,7 +679,8 @@ def landscape_mc(data: DataConfig, n: int, seed: int) -> dict:
     valley floor at ``VALLEY_W``.
 
     All points are evaluated on the same ``n`` sequences drawn from ``derive_seed(seed,
-    "landscape")`` (float32, :func:`true_loss_mc`).  Returns ``w (12,)``, ``m (10,)``, the grid's
+    "landscape")`` (float32), with debiased GD as control variate (:func:`true_loss_cv`).
+    Returns ``w (12,)``, ``m (10,)``, the grid's
     ``true``, ``se``, ``approx``, ``diff = true - approx`` (each ``(10, 12)``: rows ``m``,
     columns ``w``), and on the valley ``valley_w``, ``valley_m``, ``valley_true``, ``valley_se``,
     ``valley_approx`` (each ``(8,)``).  Chapter 3.
@@ -620,7 +691,7 @@ def landscape_mc(data: DataConfig, n: int, seed: int) -> dict:
     omega_v = symmetric_two_head(VALLEY_W, 0.0)[0]  # (8, 2)
     mu_v = mu_star(omega_v, cfg)  # (8, 2): the valley floor mu*(omega) of (4.1)
     omega_all, mu_all = torch.cat([omega_g, omega_v]), torch.cat([mu_g, mu_v])
-    true_all, se_all = true_loss_mc(
+    true_all, se_all = true_loss_cv(
         omega_all, mu_all, data, n=n, seed=derive_seed(seed, "landscape"), dtype=torch.float32
     )
     approx_all = approx_loss(mu_all, omega_all, cfg)
@@ -635,22 +706,44 @@ def landscape_mc(data: DataConfig, n: int, seed: int) -> dict:
     }
 
 
-def landscape_statistics(land: dict) -> dict:
+def landscape_statistics(land: dict, cfg: ApproxLossConfig | None = None) -> dict:
     """Chapter 3's summary of :func:`landscape_mc`'s grid: the medians and maxima of the standard
     error (``se_med``, ``se_max``) and of ``|true - (4.1)|`` (``diff_med``, ``diff_max``); for
-    ``w <= 0.15`` the largest difference ``err_small``, standard error ``se_small`` and difference
-    beyond three standard errors ``excess``; the mean ``|difference|`` over ``m`` at the smallest
-    and largest ``w`` (``err_w0``, ``err_w1``).  Proposition 4.1."""
+    ``w <= 0.15`` the largest difference ``err_small`` and standard error ``se_small``; the mean
+    ``|difference|`` over ``m`` at the smallest and largest ``w`` (``err_w0``, ``err_w1``).  With
+    ``cfg``, the claims' estimates (Proposition 4.1):
+
+    * ``small``: ``max |true - (4.1)|`` over the points with ``w <= 0.15``, with the interval
+      ``[max_i (|d_i| - 1.96 se_i), max_i (|d_i| + 1.96 se_i)]`` (each point's 95% interval);
+    * ``degrade``: ``err_w1 / err_w0`` with the interval of the two means from their points'
+      intervals (lower: smallest numerator over largest denominator);
+    * ``gap_limit``: the largest ``1/L`` gap ``eta (2 - eta (1 + c d)) / L`` between debiased GD's
+      risk and (4.1)'s small-``w`` limit, ``s* / L`` (derived in the chapter).
+    """
     diff, se = land["diff"], land["se"]  # (10, 12)
     small = land["w"] <= 0.15 + 1e-9
     col_err = np.abs(diff).mean(0)  # (12,) mean |difference| per w
-    return {
+    out = {
         "se_med": float(np.median(se)), "se_max": float(se.max()),
         "diff_med": float(np.median(np.abs(diff))), "diff_max": float(np.abs(diff).max()),
         "excess": float((np.abs(diff[:, small]) - 3 * se[:, small]).max()),
         "err_small": float(np.abs(diff[:, small]).max()), "se_small": float(se[:, small].max()),
         "err_w0": float(col_err[0]), "err_w1": float(col_err[-1]),
     }
+    if cfg is not None:
+        z = 1.96
+        a, e = np.abs(diff[:, small]), se[:, small]
+        out["small"] = Estimate(out["err_small"], float(max((a - z * e).max(), 0.0)), float((a + z * e).max()),
+                                what="largest |true - (4.1)| at w <= 0.15, per-point 95% intervals")
+        lo0 = np.clip(np.abs(diff[:, 0]) - z * se[:, 0], 0, None).mean()
+        hi0 = (np.abs(diff[:, 0]) + z * se[:, 0]).mean()
+        lo1 = np.clip(np.abs(diff[:, -1]) - z * se[:, -1], 0, None).mean()
+        hi1 = (np.abs(diff[:, -1]) + z * se[:, -1]).mean()
+        out["degrade"] = Estimate(out["err_w1"] / out["err_w0"], float(lo1 / hi0),
+                                  float(hi1 / lo0) if lo0 > 0 else math.inf,
+                                  what="ratio of mean |true - (4.1)| at the largest and smallest w")
+        out["gap_limit"] = s_star(cfg) / cfg.L
+    return out
 
 
 def valley_table(land: dict) -> pd.DataFrame:
@@ -664,14 +757,23 @@ def valley_statistics(land: dict, cfg: ApproxLossConfig) -> dict:
     """The values of chapter 3's valley claims: whether (4.1) decreases as ``w`` decreases
     (``approx_decreasing``), (4.1) and the true loss at the smallest ``w`` (``approx_v0``,
     ``true_v0``, standard error ``se_v0``) and the true loss at the largest (``true_v1``), the
-    standard error ``se_pair`` of their difference, the infimum ``l_star = 1 + sigma2 - s*`` of
-    (4.1) and the optimal debiased GD risk ``r_dgd`` (Section 4.3).  Paper 1, Section 4.2."""
+    standard error ``se_pair`` of their difference (the two estimates' errors added in
+    quadrature, which overstates it: they share sequences), the infimum ``l_star = 1 + sigma2 -
+    s*`` of (4.1) and the optimal debiased GD risk ``r_dgd`` (Section 4.3); and the claims'
+    estimates with 95% normal intervals: ``decrease = true(w_max) - true(w_min)`` and
+    ``limit = true(w_min) - r_dgd``.  Paper 1, Section 4.2."""
     true_v, se_v, approx_v = land["valley_true"], land["valley_se"], land["valley_approx"]  # (8,)
+    r_dgd = debiased_gd_risk(s_star(cfg), cfg.d, cfg.L, cfg.sigma2)
+    se_pair = math.sqrt(se_v[0] ** 2 + se_v[-1] ** 2)
+    dec, lim = float(true_v[-1] - true_v[0]), float(true_v[0] - r_dgd)
+    z = 1.96
     return {
         "approx_decreasing": bool(np.all(np.diff(approx_v) > 0)),  # valley_w increases, so must (4.1)
         "approx_v0": float(approx_v[0]), "true_v0": float(true_v[0]), "se_v0": float(se_v[0]),
-        "true_v1": float(true_v[-1]), "se_pair": math.sqrt(se_v[0] ** 2 + se_v[-1] ** 2),
-        "l_star": loss_star(cfg), "r_dgd": debiased_gd_risk(s_star(cfg), cfg.d, cfg.L, cfg.sigma2),
+        "true_v1": float(true_v[-1]), "se_pair": se_pair,
+        "l_star": loss_star(cfg), "r_dgd": r_dgd,
+        "decrease": Estimate(dec, dec - z * se_pair, dec + z * se_pair, what="true(0.6) - true(0.01)"),
+        "limit": Estimate(lim, lim - z * float(se_v[0]), lim + z * float(se_v[0]), what="true(0.01) - R_dGD*"),
     }
 
 
@@ -730,6 +832,29 @@ def norm_statistics(stats_df: pd.DataFrame) -> dict:
         out[f"{p}_decreasing"] = strictly_decreasing(s["median"]) and strictly_decreasing(s["q90"])
     s = stats_df.loc["c"]
     out["norm_rel_law"] = float(abs(s["median"].iloc[-1] / s["law median"].iloc[-1] - 1))
+    return out
+
+
+def norm_estimates(draws: pd.DataFrame, stats_df: pd.DataFrame) -> dict:
+    """The estimates of chapter 3's norm claims (Figure 19) from :func:`attention_norm_study`:
+
+    * ``a_ratio``: panel (a)'s median at the largest ``L`` over that at the smallest, with the
+      interval of the two order-statistic intervals (lower: low over high);
+    * ``c_law``: panel (c)'s median at the largest ``L`` over the large-``L`` law, minus 1, with
+      the median's order-statistic interval.
+    """
+    out = {}
+    a = draws[draws.panel == "a"]
+    lo_L, hi_L = a.L.min(), a.L.max()
+    m0, m1 = median_ci(a[a.L == lo_L]["norm"]), median_ci(a[a.L == hi_L]["norm"])
+    out["a_ratio"] = Estimate(m1.value / m0.value, m1.lo / m0.hi, m1.hi / m0.lo,
+                              what="median ratio, order-statistic intervals")
+    c = draws[draws.panel == "c"]
+    cl = c[c.L == c.L.max()]
+    law = float(stats_df.loc[("c", int(cl.L.iloc[0])), "law median"])
+    mc = median_ci(cl["norm"])
+    out["c_law"] = Estimate(mc.value / law - 1, mc.lo / law - 1, mc.hi / law - 1,
+                            what="median / law - 1, order-statistic interval")
     return out
 
 
@@ -821,3 +946,193 @@ def single_sign_end(table: pd.DataFrame, runs_gd: dict, cfg: ApproxLossConfig, s
     w_end, m_end = runs_gd[H]["omega"][-1, k], runs_gd[H]["mu"][-1, k]  # (H,)
     eig = torch.linalg.eigvalsh(approx_hessian(m_end, w_end, cfg))  # (2H,)
     return {"H": H, "seed": seed + k, "omega": w_end, "mu_sum": abs(m_end.sum()), "eig": eig.numpy()}
+
+
+# ------------------------------------------------------------------------------- chapter 3's estimates
+# Every claim of chapter 3 is decided on an interval (:mod:`icl_lib.stats`).  The unit of
+# replication of a trained model is its seed: fractions are over runs (Clopper-Pearson), medians
+# over runs (order-statistic interval).  The functions below compute them from the tables above.
+
+SETTLE_TOL = 0.1  # (4.3) is established from the first step after which |eta / s* - 1| stays below this
+FALL_TOL = 0.1  # |omega_h| "falls" when its final value is at least this fraction below its peak
+
+
+def stage_estimates(table: pd.DataFrame, last: int) -> dict:
+    """Chapter 3's stage claims as :class:`~icl_lib.stats.Estimate` s, from :func:`stage_table`
+    (one row per run; ``last``: the last step).  ``shape_step``: the median over all runs of the
+    step from which pattern (3.1) holds to the end (a run that never establishes it counts as
+    ``last + 1``, beyond the budget); ``kept``: the fraction of runs in the pattern at the end;
+    ``order``: among the runs where both stages are found, the fraction with Stage I no later
+    than Stage II; ``both``: ``{H: fraction of the runs of H with both stages}``.  Paper 1,
+    Sections 3 and 4.2."""
+    shape = table["pattern (3.1)"].astype(float)
+    both = table.dropna(subset=["Stage I", "Stage II"])
+    found = table["Stage I"].notna() & table["Stage II"].notna()
+    return {
+        "shape_step": median_ci(shape.fillna(last + 1).to_numpy()),
+        "kept": proportion_ci(int(shape.notna().sum()), len(table)),
+        "order": proportion_ci(int((both["Stage I"] <= both["Stage II"]).sum()), max(len(both), 1))
+        if len(both) else Estimate(math.nan, 0.0, 1.0, what="no run with both stages"),
+        "both": {int(H): proportion_ci(int(found[table.H == H].sum()), int((table.H == H).sum()))
+                 for H in table["H"].unique()},
+    }
+
+
+RUN_COLUMNS = ["H", "seed", "final pattern", "live heads", "omega drop (median head)", "omega falls",
+               "group mu final/max (min)", "group mu final/mid (min)", "mu rises"]
+
+
+def observation_runs(sweep: dict, stages: dict, heads: Sequence[int], fall_tol: float = FALL_TOL) -> pd.DataFrame:
+    """Observation 4 of paper 1, Section 3, per run (every run, whatever its final pattern): the
+    median over its non-dummy heads of the fall ``1 - final / peak`` of ``|omega_h|`` and whether
+    it reaches ``fall_tol`` (``omega falls``); for the OV side, the smallest over its final groups
+    (positive, negative; one group for a single-sign run) of ``|sum mu_h|`` at the end against its
+    maximum and against mid-training, and whether every group ends within 5% of its maximum and
+    above mid-training (``mu rises``).  Chapter 3."""
+    rows = []
+    for H in heads:
+        for run, st in zip(sweep[H], stages[H]):
+            pw = peak_profile(st.steps, st.omega)
+            live = np.flatnonzero(st.live)
+            drop = float(np.median(pw["drop"][live]))
+            gm = st.group_mu()  # (T, 2) positive, negative
+            present = [g for g, name in enumerate(("positive", "negative")) if name in st.groups]
+            pg = peak_profile(st.steps, gm[:, present])
+            fmax = float((pg["final"] / pg["peak"]).min())
+            fmid = float((pg["final"] / pg["mid"]).min())
+            rows.append({"H": H, "seed": run.spec.seed, "final pattern": st.kind, "live heads": len(live),
+                         "omega drop (median head)": drop, "omega falls": drop >= fall_tol,
+                         "group mu final/max (min)": fmax, "group mu final/mid (min)": fmid,
+                         "mu rises": fmax >= 0.95 and fmid > 1.0})
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def run_fraction(table: pd.DataFrame, H: int, column: str) -> Estimate:
+    """The fraction of the runs of ``H`` in ``table`` whose boolean ``column`` holds, with its
+    Clopper-Pearson interval (the runs are independent seeds).  Chapter 3."""
+    sub = table[table.H == H][column].astype(bool)
+    if not len(sub):
+        fail("H", H, f"a head count of the table ({sorted(table.H.unique())})")
+    return proportion_ci(int(sub.sum()), len(sub))
+
+
+def eta_history(st: StageSummary) -> np.ndarray:
+    """``eta(t) = sum_h mu_h omega_h`` along a run's history, shape ``(T,)``: the left-hand side of
+    the transitional optimality condition (4.3) and the effective step of debiased GD (Section
+    4.3).  Chapter 3."""
+    return (st.omega * st.mu).sum(1)
+
+
+def manifold_scales(st: StageSummary) -> tuple[np.ndarray, np.ndarray]:
+    """The two coordinates of the solution manifold (4.5) along a run's history: ``omega_bar (T,)``,
+    the mean ``|omega_h|`` over the heads that are not dummy at the end, and ``mu_bar (T,)``, the
+    mean over the final positive and negative groups of ``|sum_h mu_h|`` (the group's OV weight,
+    the only part of ``mu`` the predictor sees).  Chapter 3."""
+    w_bar = np.abs(st.omega[:, st.live]).mean(1)
+    present = [g for g, name in enumerate(("positive", "negative")) if name in st.groups]
+    m_bar = st.group_mu()[:, present].mean(1)
+    return w_bar, m_bar
+
+
+def manifold_slope(steps, w_bar, m_bar, start: int, min_points: int = 9) -> tuple[float, float, int]:
+    """How the group OV weight follows the KQ scale while the run slides along the manifold:
+    ``(slope, dlog_omega, n)`` over the ``n`` logged steps ``>= start``, where ``slope`` is
+    ``dlog_mu / dlog_omega`` between the medians of ``log mu_bar`` and ``log omega_bar`` over the
+    first and the last third of those steps (medians: robust to the step-to-step jitter of Adam,
+    which would bias a least-squares slope towards 0).  On the manifold (4.5) ``2 mu_bar omega_bar
+    = s(omega_bar)``, nearly constant, so the slope is ``-1``.  ``NaN`` with fewer than
+    ``min_points`` steps, or when ``omega_bar`` moved by less than 2% (``|dlog_omega| < 0.02``:
+    nothing to measure).  Chapter 3."""
+    steps = np.asarray(steps)
+    keep = steps >= start
+    n = int(keep.sum())
+    if n < min_points:
+        return math.nan, math.nan, n
+    lw, lm = np.log(np.asarray(w_bar)[keep]), np.log(np.asarray(m_bar)[keep])
+    k = n // 3
+    dw = float(np.median(lw[-k:]) - np.median(lw[:k]))
+    dm = float(np.median(lm[-k:]) - np.median(lm[:k]))
+    return (dm / dw if abs(dw) >= 0.02 else math.nan), dw, n
+
+
+OPT_COLUMNS = ["H", "seed", "final pattern", "Stage I", "Stage II", "(4.3) from", "eta/s* (late)",
+               "eta/s* (end)", "slide from", "omega_bar change", "slope dlog mu/dlog omega", "slide steps"]
+
+
+def optimality_table(sweep: dict, stages: dict, heads: Sequence[int], cfg: ApproxLossConfig,
+                     tol: float = SETTLE_TOL) -> pd.DataFrame:
+    """The transitional optimality (4.3) and the solution manifold (4.5) along every run of the
+    head counts ``heads`` (paper 1, Section 4.2): per run, the steps from which Stage I and Stage
+    II hold (:func:`detect_stages`), the step ``(4.3) from`` after which ``|eta / s* - 1| < tol``
+    holds to the end (``s* = 1 / (1 + (1 + sigma2) d / L)``, :func:`~.approx_loss.s_star`),
+    ``eta / s*`` as the median over the second half of training (``late``) and at the end; and,
+    for runs that reach both Stage II and (4.3), the slide along the manifold from the later of
+    the two steps (``slide from``) to the end: the relative change of ``omega_bar`` and
+    :func:`manifold_slope`.  Chapter 3."""
+    ss = s_star(cfg)
+    rows = []
+    for H in heads:
+        for run, st in zip(sweep[H], stages[H]):
+            ratio = eta_history(st) / ss
+            settled = first_persistent_step(st.steps, np.abs(ratio - 1) < tol)
+            late = st.steps >= st.steps[-1] / 2
+            row = {"H": H, "seed": run.spec.seed, "final pattern": st.kind, "Stage I": st.stage1_step,
+                   "Stage II": st.stage2_step, "(4.3) from": settled,
+                   "eta/s* (late)": float(np.median(ratio[late])), "eta/s* (end)": float(ratio[-1]),
+                   "slide from": None, "omega_bar change": math.nan, "slope dlog mu/dlog omega": math.nan,
+                   "slide steps": 0}
+            if st.stage2_step is not None and settled is not None:
+                start = max(st.stage2_step, settled)
+                w_bar, m_bar = manifold_scales(st)
+                slope, dw, n = manifold_slope(st.steps, w_bar, m_bar, start)
+                row.update({"slide from": start, "omega_bar change": math.expm1(dw) if np.isfinite(dw) else math.nan,
+                            "slope dlog mu/dlog omega": slope, "slide steps": n})
+            rows.append(row)
+    return pd.DataFrame(rows, columns=OPT_COLUMNS)
+
+
+def optimality_estimates(table: pd.DataFrame, H: int) -> dict:
+    """Chapter 3's estimates of (4.3) and (4.5) for the runs of ``H`` in :func:`optimality_table`:
+
+    * ``eta``: median of ``eta/s* (late)`` over the runs that established Stage I (the condition's
+      precondition: sign matching and zero-sum OV), order-statistic interval; ``eta_all``: the
+      same over every run (shown beside it, never hidden);
+    * ``slope``: median over the runs with a measured slide of ``dlog mu_bar / dlog omega_bar``.
+
+    Paper 1, Section 4.2 (eqs. 4.3, 4.5)."""
+    sub = table[table.H == H]
+    if not len(sub):
+        fail("H", H, f"a head count of the table ({sorted(table.H.unique())})")
+    stage1 = sub[sub["Stage I"].notna()]
+    slopes = sub["slope dlog mu/dlog omega"].dropna()
+    none = Estimate(math.nan, -math.inf, math.inf, what="no run")
+    return {
+        "eta": median_ci(stage1["eta/s* (late)"]) if len(stage1) else none,
+        "eta_all": median_ci(sub["eta/s* (late)"]),
+        "slope": median_ci(slopes) if len(slopes) else none,
+        "n_stage1": len(stage1), "n_slope": len(slopes), "n": len(sub),
+    }
+
+
+def settle_order_estimate(table: pd.DataFrame) -> Estimate:
+    """Among the runs of :func:`optimality_table` where both are found, the fraction in which
+    (4.3) is established no later than Stage II ("after (4.2) and (4.3) are established, the
+    training enters the second stage", paper 1, Section 4.2), Clopper-Pearson interval."""
+    both = table.dropna(subset=["(4.3) from", "Stage II"])
+    if not len(both):
+        return Estimate(math.nan, 0.0, 1.0, what="no run with both")
+    return proportion_ci(int((both["(4.3) from"] <= both["Stage II"]).sum()), len(both))
+
+
+def gd_estimates(table: pd.DataFrame, H: int) -> dict:
+    """Chapter 3's estimates for gradient descent on (4.1) against the full model, ``H`` heads, from
+    :func:`approx_gd_sweep`'s table: ``agree``, the fraction of runs whose non-dummy heads end in
+    the same groups (Clopper-Pearson); ``eta``, the median over those runs of
+    ``eta_GD / eta_full - 1`` (order-statistic interval; unbounded with fewer than 6 runs).
+    Paper 1, C.4 (Figure 20)."""
+    sub = table[table.H == H]
+    if not len(sub):
+        fail("H", H, f"a head count of the table ({sorted(table.H.unique())})")
+    agree = sub[sub["non-dummy heads agree"].astype(bool)]
+    eta = median_ci(agree["eta rel. diff"]) if len(agree) else Estimate(math.nan, -math.inf, math.inf, what="no run")
+    return {"agree": proportion_ci(len(agree), len(sub)), "eta": eta, "n_agree": len(agree)}

@@ -9,7 +9,8 @@ from scipy.linalg import expm
 
 from icl_lib.paper1.approx_loss import ApproxLossConfig
 from icl_lib.paper1 import ode
-from icl_lib.paper1.ode import FlowConfig, FlowResult, flow_rhs, gradient_flow, growth_rate_fit, initial_theta, valley_omega
+from icl_lib.paper1.ode import (FlowConfig, FlowResult, flow_estimate, flow_rhs, gradient_flow, growth_rate_fit,
+                                initial_theta, predicted_t_phase1, valley_omega)
 
 
 def reduced_rhs(t, y, d, L, s2):
@@ -157,3 +158,34 @@ def test_residual_table_pairs_each_measurement_with_its_prediction():
     assert t.loc["d = 5"].tolist() == [0.0, 1 / (1 + 1.1 * 5 / 40), 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
     assert t.loc["d = 10", "s*"] == pytest.approx(1 / (1 + 1.1 * 10 / 40))
     assert t.loc["d = 10", "log-log slope of the gap"] == -7.0
+
+
+@pytest.mark.parametrize("d, L, s2, f", [(5, 40, 0.1, 0.9), (10, 40, 0.1, 0.9), (4, 32, 0.05, 0.8)])
+def test_predicted_t_phase1_integrates_the_cubic_flow(d, L, s2, f):
+    # the closed form against a numerical solution of the truncated flow dw/dt = 2 w - 4 k w^3,
+    # stopped where its rate (dw/dt)/w falls to f times its start
+    cfg = FlowConfig(loss=ApproxLossConfig(d, L, s2), eps=1e-3, phase1_fraction=f)
+    k = 1 + (1 + s2) / L * d
+    rate0 = 2 - 4 * k * 1e-6
+
+    def ev(t, y):
+        return 2 - 4 * k * y[0] ** 2 - f * rate0
+
+    ev.terminal = True
+    sol = solve_ivp(lambda t, y: [2 * y[0] - 4 * k * y[0] ** 3], (0, 20), [1e-3], events=ev,
+                    rtol=1e-12, atol=1e-16, method="DOP853")
+    assert predicted_t_phase1(cfg) == pytest.approx(sol.t_events[0][0], rel=1e-8)
+
+
+def test_predicted_t_phase1_is_close_to_the_full_flow_at_the_defaults():
+    cfg = FlowConfig(loss=ApproxLossConfig(5, 40, 0.1), eps=1e-3, t_max=10.0)
+    res = gradient_flow(cfg)
+    assert abs(res.t_phase1 / predicted_t_phase1(cfg) - 1) < 1e-3  # the neglected terms: O(c d^3 w^6)
+    with pytest.raises(ValueError, match="cfg="):
+        predicted_t_phase1(ApproxLossConfig())
+
+
+def test_flow_estimate_is_a_narrow_deterministic_interval():
+    e = flow_estimate(-2.0)
+    assert e.value == -2.0 and e.lo == pytest.approx(-2.0 - 2e-6) and e.hi == pytest.approx(-2.0 + 2e-6)
+    assert flow_estimate(0.0).interval == (0.0, 0.0) and "deterministic" in e.what
