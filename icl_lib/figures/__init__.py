@@ -39,7 +39,7 @@ from .heatmaps import (
 )
 from .landscape import landscape_panels, norm_violins, valley_figure
 from .optimality import activation_circuits, activation_dynamics, bayes_ratio_plot, linear_softmax_plot
-from .stages import gd_comparison_figure, stage_dynamics_figure, stage_timeline
+from .stages import gd_comparison_figure, optimality_figure, stage_dynamics_figure, stage_timeline
 from .strips import PATTERN_COLORS, interval_strip, loss_strip, task_loss_plot
 from .style import CMAP, HEAD_COLORS, set_style
 
@@ -70,6 +70,7 @@ __all__ = [
     "matrix_heatmaps",
     "method_comparison_figure",
     "norm_violins",
+    "optimality_figure",
     "pattern_with_matrices",
     "phase_figure",
     "plot_against_L",
