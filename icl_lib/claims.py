@@ -20,6 +20,14 @@ its last cell, which prints
 for every claim, shows them as a table, and raises ``AssertionError`` if any failed, so CI (nbval)
 and the book build fail with it.
 
+A claim that was written before the run and then did not reproduce is not re-written, re-declared
+or dropped: its chapter shows the evidence and says so, and the claim carries that as
+``known_failure="<where and how it fails, and where the chapter shows it>"``.  Its verdict is
+computed and shown exactly as for any other claim (a ``FAIL`` stays a ``FAIL`` on every page and
+in every count); only :meth:`Claims.report` does not raise for it, and it prints one
+``REPORTED <id> ...`` line per such claim after the ``CLAIM`` lines, whatever its verdict in this
+run.  Any other ``FAIL`` still fails the chapter.
+
 In a notebook it also records the same claims as JSON (the chapter, its profile and device, the
 library versions, and every claim with the paper's statement and the cell that checked it) in a
 MyST-NB ``glue`` record named :data:`CLAIMS_GLUE_KEY`, of media type :data:`CLAIMS_MIME`.  Nothing
@@ -176,6 +184,7 @@ class Claim:
     profiles: tuple = PROFILES  # the profiles in which the claim is declared to hold
     level: float | None = None  # the interval's confidence level
     cell: int | None = None  # IPython execution count of the cell that checked it (None outside IPython)
+    known_failure: str = ""  # a non-reproduction the chapter reports with its evidence ("" if none)
 
     @property
     def passed(self) -> bool:
@@ -215,18 +224,21 @@ class Claims:
         """Whether a claim declared for ``profiles`` is evaluated in this build's profile."""
         return self.profile in _profiles(profiles)
 
-    def test(self, cid: str, estimate, rule: Rule, statement: str, section: str = "", profiles=PROFILES) -> None:
+    def test(self, cid: str, estimate, rule: Rule, statement: str, section: str = "", profiles=PROFILES,
+             known_failure: str = "") -> None:
         """Record claim ``cid``: ``rule`` decides on the interval of ``estimate`` (an
         :class:`icl_lib.stats.Estimate`).  A claim not declared for this profile is recorded as
-        ``NOT-RUN`` whatever the estimate.  Returns nothing (a check as the last line of a cell
-        adds no output); the verdict is ``claims.items[-1].verdict``."""
+        ``NOT-RUN`` whatever the estimate.  ``known_failure``: the chapter's report of where this
+        claim, as written before the run, did not reproduce (see the module's docstring).  Returns
+        nothing (a check as the last line of a cell adds no output); the verdict is
+        ``claims.items[-1].verdict``."""
         profiles = _profiles(profiles)
         if self.profile not in profiles:
             return self.not_run(cid, rule.text, statement, section, profiles)
         verdict = rule.decide(estimate.lo, estimate.hi)
         interval = f"[{format_value(estimate.lo)},{format_value(estimate.hi)}]"
         self._add(Claim(cid, verdict, format_value(estimate.value), rule.text, statement, self.profile, interval,
-                        section, profiles, estimate.level, _cell_number()))
+                        section, profiles, estimate.level, _cell_number(), _known(known_failure)))
 
     def not_run(self, cid: str, expected: str, statement: str, section: str = "", profiles=("paper",)) -> None:
         """List claim ``cid``, declared for ``profiles`` only, as not run in this profile."""
@@ -234,15 +246,20 @@ class Claims:
                         _profiles(profiles), None, _cell_number()))
 
     def check(self, cid: str, passed: bool, measured, expected: str, statement: str = "", section: str = "",
-              profiles=PROFILES) -> None:
+              profiles=PROFILES, known_failure: str = "") -> None:
         """Record claim ``cid`` decided by the chapter's own comparison ``passed`` (no interval: for
-        exact statements, e.g. a closed form at round-off).  Returns nothing."""
+        exact statements, e.g. a closed form at round-off).  ``known_failure`` as for :meth:`test`.
+        Returns nothing."""
         profiles = _profiles(profiles)
         if self.profile not in profiles:
             return self.not_run(cid, expected, statement, section, profiles)
         verdict = "PASS" if passed else "FAIL"
         self._add(Claim(cid, verdict, format_value(measured), expected.replace(" ", ""), statement, self.profile,
-                        "-", section, profiles, None, _cell_number()))
+                        "-", section, profiles, None, _cell_number(), _known(known_failure)))
+
+    def reported(self) -> list[Claim]:
+        """The claims whose non-reproduction the chapter reports (``known_failure``), any verdict."""
+        return [c for c in self.items if c.known_failure]
 
     def counts(self) -> dict[str, int]:
         """How many claims of each verdict."""
@@ -272,6 +289,7 @@ class Claims:
                     "interval": c.interval,
                     "expected": c.expected,
                     "profiles": ",".join(c.profiles),
+                    "reported": c.known_failure,
                     "section": c.section,
                     "statement": c.statement,
                 }
@@ -286,6 +304,8 @@ class Claims:
             raise AssertionError(f"chapter {self.chapter} checked no claim")
         for c in self.items:
             print(c.line())
+        for c in self.reported():
+            print(f"REPORTED {c.cid} {c.verdict} in this run; reported not to reproduce: {c.known_failure}")
         payload = self.payload()
         try:
             from IPython import get_ipython
@@ -304,9 +324,16 @@ class Claims:
         if out:
             Path(out).mkdir(parents=True, exist_ok=True)
             Path(out, f"{self.chapter}.json").write_text(json.dumps(payload, indent=1))
-        failed = [c.cid for c in self.items if c.verdict == "FAIL"]
+        failed = [c.cid for c in self.items if c.verdict == "FAIL" and not c.known_failure]
         if failed:
             raise AssertionError(f"{len(failed)} claim(s) failed in {self.chapter}: {', '.join(failed)}")
+
+
+def _known(text: str) -> str:
+    if not isinstance(text, str) or (text and not text.strip()):
+        raise ValueError(f"known_failure={text!r} is invalid: accepted '' or a sentence saying where the claim "
+                         "fails and where the chapter shows it")
+    return " ".join(text.split())
 
 
 def _cell_number() -> int | None:

@@ -97,3 +97,29 @@ def test_verdicts_are_decided_on_the_interval():
     ok.report()  # INCONCLUSIVE and NOT-RUN do not fail the chapter
     with pytest.raises(ValueError, match="profiles"):
         ok.test("x", e(0, 1), Above(0), "s", profiles="slow")
+
+
+def test_a_reported_non_reproduction_keeps_its_verdict_and_only_it_does_not_fail_the_chapter(capsys):
+    """A claim written before the run that then failed keeps FAIL in its line, counts and JSON;
+    report() prints a REPORTED line for it and raises only for the other failures."""
+    from icl_lib.claims import Above
+    from icl_lib.stats import Estimate
+
+    note = "fails at the defaults: 2 of 12 seeds, see 'What the quick run shows'"
+    c = Claims("t", "quick", device="cpu")
+    c.test("known", Estimate(0.2, 0.1, 0.4), Above(0.5), "s", known_failure=note)
+    c.check("known-check", False, 1.0, "x", "s", known_failure="fails on seed 7, see above")
+    c.test("known-but-passes", Estimate(0.9, 0.8, 1.0), Above(0.5), "s", known_failure="fails at d = 4")
+    assert [i.verdict for i in c.items] == ["FAIL", "FAIL", "PASS"]
+    assert c.counts()["FAIL"] == 2 and c.payload()["claims"][0]["known_failure"] == note
+    assert c.items[0].line().startswith("CLAIM known FAIL measured=0.2 interval=[0.1,0.4]")
+    c.report()  # every failure is a reported one: the chapter runs to its end
+    out = capsys.readouterr().out
+    assert f"REPORTED known FAIL in this run; reported not to reproduce: {note}" in out
+    assert "REPORTED known-but-passes PASS" in out and out.count("REPORTED") == 3
+    c.test("new-failure", Estimate(0.2, 0.1, 0.4), Above(0.5), "s")
+    with pytest.raises(AssertionError, match="1 claim.*new-failure"):
+        c.report()
+    for bad in ("   ", None):
+        with pytest.raises(ValueError, match="known_failure"):
+            c.test("x", Estimate(0.9, 0.8, 1.0), Above(0.5), "s", known_failure=bad)

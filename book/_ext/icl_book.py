@@ -208,6 +208,7 @@ def _collect(app: Sphinx, doctree: nodes.document) -> None:
                 "profile": d.get("profile", meta.get("profile", "")),
                 "anchor": anchor,
                 "section": section,
+                "known_failure": d.get("known_failure", ""),
             }
         )
     st["chapters"][docname] = {"title": title, "meta": meta, "claims": claims}
@@ -319,10 +320,25 @@ def _verdict(verdict: str) -> nodes.Node:
 
 
 def _count_text(claims: list[dict]) -> str:
-    """``"12 pass, 0 fail, 2 inconclusive, 1 not run in this profile"`` (every verdict, never hidden)."""
+    """``"12 pass, 1 fail, 2 inconclusive, 1 not run in this profile; 2 reported by their chapter as
+    not reproducing"`` (every verdict, never hidden)."""
     n = {v: sum(c["verdict"] == v for c in claims) for v in _VERDICT_CLASS}
-    return (f"{n['PASS']} pass, {n['FAIL']} fail, {n['INCONCLUSIVE']} inconclusive, "
+    known = sum(bool(c.get("known_failure")) for c in claims)
+    text = (f"{n['PASS']} pass, {n['FAIL']} fail, {n['INCONCLUSIVE']} inconclusive, "
             f"{n['NOT-RUN']} not run in this profile")
+    if known:
+        text += f"; {known} reported by {'their chapter' if known > 1 else 'its chapter'} as not reproducing"
+    return text
+
+
+def _verdict_cell(c: dict) -> list[nodes.Node]:
+    """The verdict, and for a reported non-reproduction the chapter's report of it."""
+    cell = [_verdict(c["verdict"])]
+    if c.get("known_failure"):
+        note = nodes.inline(classes=["icl-known-failure"])
+        note += nodes.Text(f" reported not to reproduce: {c['known_failure']}")
+        cell.append(note)
+    return cell
 
 
 def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
@@ -334,7 +350,8 @@ def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
         f"chapter{'s' * (len(chapters) != 1)}: {_count_text(all_claims)}.  A claim is decided on the "
         "interval of its measurement: PASS when all of it satisfies the condition, FAIL when none of "
         "it does, INCONCLUSIVE when the data cannot decide; a claim declared only for another profile "
-        "is listed as not run."
+        "is listed as not run.  A claim that was written before the run and did not reproduce keeps its "
+        "verdict and is marked as reported by its chapter, which shows the evidence."
     )
     out: list[nodes.Node] = [summary]
     for doc, ch in chapters:
@@ -362,7 +379,7 @@ def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
                 nodes.literal(text=c["measured"]),
                 nodes.literal(text=c["interval"]),
                 nodes.literal(text=c["expected"]),
-                _verdict(c["verdict"]),
+                _verdict_cell(c),
                 c["profiles"].replace(",", ", "),
             ]
             for c in claims

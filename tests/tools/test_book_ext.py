@@ -50,7 +50,7 @@ def test_extension_reads_what_claims_writes():
 
 def _chapter(title: str, checks: list[tuple[str, str, object]], tamper: bool = False) -> nbformat.NotebookNode:
     """A chapter notebook: one section per claim, whose cell has the outputs report() makes.
-    A check's outcome is True/False (a plain check), "INCONCLUSIVE" or "NOT-RUN"."""
+    A check's outcome is True/False (a plain check), "KNOWN-FAIL", "INCONCLUSIVE" or "NOT-RUN"."""
     c = Claims("x", "quick", device="cpu")
     cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\nIntro.")]
     for n, (section, cid, ok) in enumerate(checks, start=1):
@@ -58,6 +58,8 @@ def _chapter(title: str, checks: list[tuple[str, str, object]], tamper: bool = F
         cells.append(nbformat.v4.new_code_cell(f"claims.check({cid!r}, ...)", execution_count=n))
         if ok in (True, False):
             c.check(cid, ok, 0.5 * n, "x<1", f"statement of {cid}")
+        elif ok == "KNOWN-FAIL":  # a failure the chapter reports as a non-reproduction
+            c.check(cid, False, 0.5 * n, "x<1", f"statement of {cid}", known_failure=f"{cid} fails at d = 4")
         else:
             c.test(cid, Estimate(0.5, 0.2, 0.9), Above(0.4), f"statement of {cid}", "P1 §3",
                    profiles="paper" if ok == "NOT-RUN" else ("quick", "paper"))
@@ -144,6 +146,16 @@ def test_dashboard_lists_every_claim_of_every_chapter(tmp_path):
     assert status.count("<tr") == 1 + 2  # header and one row per chapter
     assert ">quick<" in status and ">cpu<" in status
     assert ">1 pass, 1 fail, 1 inconclusive, 1 not run in this profile<" in status
+
+
+def test_dashboard_shows_a_reported_non_reproduction_as_a_failure_with_its_report(tmp_path):
+    chapters = {"01_first": _chapter("1. First", [("The data", "moment", True), ("Shape", "shape", "KNOWN-FAIL")])}
+    dash, status, warnings = _build(tmp_path, chapters)
+    ours = [w for w in warnings.splitlines() if "WARNING" in w and "already registered" not in w]  # a 2nd app
+    assert not ours, warnings
+    assert _rows(dash) == [("01_first.html#the-data", "moment", "PASS"), ("01_first.html#shape", "shape", "FAIL")]
+    assert "reported not to reproduce: shape fails at d = 4" in dash
+    assert "1 pass, 1 fail, 0 inconclusive, 0 not run in this profile; 1 reported by its chapter" in dash
 
 
 def test_dashboard_warns_when_lines_and_json_disagree(tmp_path):
