@@ -824,19 +824,12 @@ def off_diagonal_mass(Gamma: torch.Tensor) -> float:
 def group_errors(
     groups: Mapping[object, Sequence[Run]], data: DataConfig, Ls: Sequence[int], n: int, n_sets: int, seed: int
 ) -> dict[object, torch.Tensor]:
-    """:func:`length_errors` of every run of every group (one stacked evaluation on the shared
-    test sets, purpose ``"length-sweep"``): ``{group: (R_group, len(Ls), n_sets n)}``, groups with
-    no run left out.  Chapter 5 (the sweep by ``H``; the 2-head variants by kind)."""
-    runs = [r for rs in groups.values() for r in rs]
-    if not runs:
-        return {}
-    e = length_errors(stack_models(runs), data, Ls, n, n_sets, derive_seed(seed, "length-sweep"))
-    out, k = {}, 0
-    for g, rs in groups.items():
-        if rs:
-            out[g] = e[k:k + len(rs)]
-        k += len(rs)
-    return out
+    """:func:`length_errors` of every run of every group on the same test sets (purpose
+    ``"length-sweep"``; one stacked evaluation per group, so groups may differ in architecture):
+    ``{group: (R_group, len(Ls), n_sets n)}``, groups with no run left out.  Chapter 5 (the sweep
+    by ``H``; the 2-head variants by kind)."""
+    s = derive_seed(seed, "length-sweep")
+    return {g: length_errors(stack_models(rs), data, Ls, n, n_sets, s) for g, rs in groups.items() if rs}
 
 
 def posneg_index(groups: Mapping[object, Sequence[Run]]) -> dict[object, list[int]]:
@@ -1349,6 +1342,6 @@ def rate_spread_estimate(rates: Mapping[str, pd.DataFrame], column: str) -> tupl
         rows.append({"f": LABELS[a], "runs": len(x), "mean": m, "lo": m - half, "hi": m + half})
     t = pd.DataFrame(rows).set_index("f")
     value = float(t["mean"].max() / t["mean"].min() - 1)
-    lo = max(0.0, float(t["lo"].max() / t["hi"].min() - 1))
+    lo = max(0.0, float(t["lo"].max() / t["hi"].min() - 1)) if math.isfinite(t["hi"].min()) else 0.0
     hi = float(t["hi"].max() / t["lo"].min() - 1) if t["lo"].min() > 0 else math.inf
     return Estimate(value, lo, hi, LEVEL, f"spread of {column} over activations, t intervals per activation"), t
