@@ -20,7 +20,7 @@ def test_the_quick_plan_lists_every_training_chapter_and_shares_runs():
     plan = book.book_plan("quick")
     assert set(plan) == {"01_setup", "02_patterns", "03_two_stage_dynamics", "05_optimality", "06_anisotropic",
                          "07_multitask"}
-    assert len(plan["02_patterns"]) == 24 and len(plan["05_optimality"]) == 24 + 5 * 3
+    assert len(plan["02_patterns"]) == 24 and len(plan["05_optimality"]) == 24 + 5 * 6 + 3 * 4
     assert set(plan["03_two_stage_dynamics"]) <= set(plan["02_patterns"])  # chapter 3 reuses chapter 2's runs
     assert plan["01_setup"][0] in plan["02_patterns"] and all(s.train.steps == 4000 for s in book.unique_specs(plan))
     paper = book.book_plan("paper")
@@ -34,8 +34,8 @@ def test_plan_command_describes_the_ensembles():
     p = subprocess.run([sys.executable, "-m", "icl_lib", "plan", "--profile", "quick", "--device", "cpu",
                         "--no-measure"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert "78 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
-    assert "d=5 L=40 tasks=1 softmax" in p.stdout and "312,000 model-steps" in p.stdout
+    assert "102 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
+    assert "d=5 L=40 tasks=1 softmax" in p.stdout and "408,000 model-steps" in p.stdout
 
 
 def _specs():
