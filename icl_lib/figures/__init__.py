@@ -38,7 +38,13 @@ from .heatmaps import (
     stacked_circuit_heatmaps,
 )
 from .landscape import landscape_panels, norm_violins, valley_figure
-from .optimality import activation_circuits, activation_dynamics, bayes_ratio_plot, linear_softmax_plot
+from .optimality import (
+    activation_circuits,
+    activation_dynamics,
+    bayes_ratio_plot,
+    linear_softmax_plot,
+    linearisation_plot,
+)
 from .stages import gd_comparison_figure, optimality_figure, stage_dynamics_figure, stage_timeline
 from .strips import PATTERN_COLORS, interval_strip, loss_strip, task_loss_plot
 from .style import CMAP, HEAD_COLORS, set_style
@@ -63,6 +69,7 @@ __all__ = [
     "landscape_panels",
     "length_loss_curves",
     "linear_softmax_plot",
+    "linearisation_plot",
     "loglog_points",
     "loglog_positive_points",
     "loss_curves",

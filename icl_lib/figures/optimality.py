@@ -1,7 +1,10 @@
 """Figures of what trained models compute (paper 1, Section 4.3, Theorem 4.2, B.1, B.2; chapter 5).
 
+* :func:`linearisation_plot`   -- the error of the linearised predictor against ``omega`` for
+  hand-set paired and unequal heads, with the trained models as points (Theorem 4.2 (i));
 * :func:`bayes_ratio_plot`     -- ``R_dGD(eta*) / R_Bayes`` against ``xi = d / L``: proportional
-  limits (lines) and finite-size values (markers), one colour per noise level (Theorem 4.2 (iii));
+  limits (lines) and finite-size values (markers), one colour per noise level, and trained models
+  in the proportional regime with their error bars (Theorem 4.2 (iii));
 * :func:`linear_softmax_plot`  -- linear against softmax attention across context lengths, with
   the closed-form predictions (B.1);
 * :func:`activation_circuits`  -- the trained circuits of one model per activation, stacked
@@ -24,14 +27,43 @@ from .curves import plot_against_L
 from .heatmaps import circuit_heatmaps
 from .style import HEAD_COLORS
 
-__all__ = ["bayes_ratio_plot", "linear_softmax_plot", "activation_circuits", "activation_dynamics"]
+__all__ = ["linearisation_plot", "bayes_ratio_plot", "linear_softmax_plot", "activation_circuits", "activation_dynamics"]
 
 
-def bayes_ratio_plot(limits: pd.DataFrame, ratio_df: pd.DataFrame, d: int, ax=None):
+def linearisation_plot(table: pd.DataFrame, trained: pd.DataFrame | None = None, ax=None):
+    """The columns of ``table`` (index ``omega``; relative RMS error of hand-set heads against
+    their linearisation, :func:`~icl_lib.paper1.optimality.linearisation_curves`) on log-log axes,
+    with dotted ``omega^2`` and ``omega`` guides through their first point, and the trained models
+    of ``trained`` (:func:`~icl_lib.paper1.optimality.trained_linearisation_points`) as black
+    points.  Chapter 5 (paper 1, Theorem 4.2 (i))."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.2, 3.9))
+    w = table.index.to_numpy(dtype=float)
+    for k, c in enumerate(table.columns):
+        y = table[c].to_numpy(dtype=float)
+        ax.plot(w, y, "o-", color=HEAD_COLORS[k % 10], lw=1.4, ms=4, label=f"hand-set: {c}")
+        order = 2 if k == 0 else 1
+        ax.plot(w, y[0] * (w / w[0]) ** order, ":", color=HEAD_COLORS[k % 10], lw=1.0,
+                label=f"slope {order}")
+    if trained is not None and len(trained):
+        ax.plot(trained["|omega|"], trained["relative RMS (dGD)"], "k^", ms=6,
+                label="trained 2-head models (own eta)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("omega")
+    ax.set_ylabel("RMS(y_hat - y_hat_dGD) / RMS(y_hat_dGD)")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def bayes_ratio_plot(limits: pd.DataFrame, ratio_df: pd.DataFrame, d: int, ax=None,
+                     trained: pd.DataFrame | None = None, sigma2: float | None = None):
     """``limits`` (index ``xi``, one column per ``sigma2``: :func:`~icl_lib.paper1.optimality.ratio_limits`)
     as lines and the finite-``d`` ratios of ``ratio_df``
     (:func:`~icl_lib.paper1.optimality.bayes_ratio_grid`) as markers of the same colour, on a
-    log ``xi`` axis.  Chapter 5."""
+    log ``xi`` axis; with ``trained`` (:func:`~icl_lib.paper1.optimality.proportional_table`, at
+    noise ``sigma2``) the trained models' loss over the Bayes risk as black points with 95% error
+    bars, and the exact ``R_dGD* / R_Bayes`` at their ``(d, L)`` as crosses.  Chapter 5."""
     if ax is None:
         _, ax = plt.subplots(figsize=(6.2, 3.9))
     xi = limits.index.to_numpy()
@@ -40,6 +72,11 @@ def bayes_ratio_plot(limits: pd.DataFrame, ratio_df: pd.DataFrame, d: int, ax=No
         ax.plot(xi, limits[s2].to_list(), color=color, lw=1.4, label=f"sigma^2 = {s2:g}")
         sub = ratio_df[ratio_df.sigma2 == s2]
         ax.plot(sub.xi, sub.ratio, "o", color=color, ms=4)
+    if trained is not None and len(trained):
+        xi = trained.index.to_numpy(dtype=float)
+        ax.errorbar(xi, trained["loss/R_Bayes"], yerr=1.96 * trained["se (vs R_Bayes)"], fmt="k^", ms=6,
+                    capsize=3, label=f"trained, d = {int(trained['d'].iloc[0])}, sigma^2 = {sigma2:g}")
+        ax.plot(xi, trained["R_dGD*/R_Bayes"], "kx", ms=6, label="exact R_dGD*/R_Bayes there")
     ax.set_xscale("log")
     ax.set_xlabel("xi = d / L")
     ax.set_ylabel("R_dGD(eta*) / R_Bayes")

@@ -3,7 +3,8 @@
 Each chapter that trains models has a function here that turns its parameters into the list of
 :class:`~icl_lib.config.RunSpec` it asks :func:`icl_lib.train` for, built with the same library
 functions the chapter calls (:func:`~icl_lib.paper1.sweeps.heads_sweep_specs`,
-:func:`~icl_lib.paper1.optimality.variant_specs`, :func:`~icl_lib.paper1.anisotropic.rho_specs`);
+:func:`~icl_lib.paper1.optimality.variant_specs`, :func:`~icl_lib.paper1.optimality.proportional_specs`,
+:func:`~icl_lib.paper1.anisotropic.rho_specs`);
 the parameters are read from the chapter's ``parameters`` cell, so the plan follows the notebooks.
 (A test executes every chapter with the environment variable ``ICL_RUN_LOG`` set and checks that
 the runs it asked for are exactly the plan's.)
@@ -39,7 +40,7 @@ from ..engine.schedule import group_chunks, schedule, train
 from ..engine.store import RunStore, early_twin
 from ..engine.trainer import EnsembleTrainer
 from ..paper1.anisotropic import rho_specs
-from ..paper1.optimality import variant_specs
+from ..paper1.optimality import proportional_specs, variant_specs
 from ..paper1.sweeps import as_heads, heads_sweep_specs
 from ..validate import check_choice, literal_list
 
@@ -82,9 +83,12 @@ def _dynamics(p: dict, profile: str) -> list[RunSpec]:  # chapter 3: the sweep's
     return _sweep(p, profile, heads=heads)
 
 
-def _optimality(p: dict, profile: str) -> list[RunSpec]:  # chapter 5: the sweep and the 2-head variants
+def _optimality(p: dict, profile: str) -> list[RunSpec]:  # chapter 5: the sweep, 2-head variants, xi = d / L
     data = DataConfig(d=p["d"], L=p["L"], sigma2=p["sigma2"])
-    return _sweep(p, profile) + variant_specs(p["variant_seeds"], p["seed"], data, _train_cfg(p, profile))
+    cfg = _train_cfg(p, profile)
+    return (_sweep(p, profile) + variant_specs(p["variant_seeds"], p["seed"], data, cfg)
+            + proportional_specs(p["prop_d"], literal_list("prop_xis", p["prop_xis"]), p["prop_seeds"], p["seed"],
+                                 p["sigma2"], cfg))
 
 
 def _anisotropic(p: dict, profile: str) -> list[RunSpec]:  # chapter 6: two heads per rho and seed

@@ -563,6 +563,38 @@ def test_bayes_ratio_plot_lines_per_noise_level_and_finite_size_markers():
     assert "d = 16" in ax.get_title()
 
 
+def test_bayes_ratio_plot_with_trained_models_adds_error_bars_and_exact_ratios():
+    from icl_lib.figures import bayes_ratio_plot
+
+    xi = np.array([0.1, 1.0])
+    limits = pd.DataFrame({0.1: [1.2, 2.0]}, index=pd.Index(xi, name="xi"))
+    grid = pd.DataFrame({"xi": [0.5], "sigma2": [0.1], "ratio": [1.8]})
+    trained = pd.DataFrame({"d": [8, 8], "loss/R_Bayes": [2.1, 2.5], "se (vs R_Bayes)": [0.05, 0.1],
+                            "R_dGD*/R_Bayes": [2.05, 2.55]}, index=pd.Index([0.125, 0.5], name="xi"))
+    ax = bayes_ratio_plot(limits, grid, d=16, trained=trained, sigma2=0.1)
+    assert len(ax.containers) == 1 and ax.containers[0].has_yerr
+    bars = ax.containers[0].lines[2][0].get_segments()  # 95% bars: +- 1.96 se
+    assert np.allclose([s[1, 1] - s[0, 1] for s in bars], [2 * 1.96 * 0.05, 2 * 1.96 * 0.1])
+    crosses = ax.lines[-1]
+    assert crosses.get_marker() == "x" and list(crosses.get_ydata()) == [2.05, 2.55]
+    assert any("trained, d = 8" in t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_linearisation_plot_curves_guides_and_trained_points():
+    from icl_lib.figures import linearisation_plot
+
+    w = np.array([0.01, 0.02, 0.04])
+    table = pd.DataFrame({"paired heads": w**2, "unequal": w}, index=pd.Index(w, name="omega"))
+    trained = pd.DataFrame({"|omega|": [0.03], "relative RMS (dGD)": [0.002]})
+    ax = linearisation_plot(table, trained)
+    assert ax.get_xscale() == ax.get_yscale() == "log" and len(ax.lines) == 5
+    curve, guide2, curve1, guide1, points = ax.lines
+    np.testing.assert_allclose(guide2.get_ydata(), w**2)  # slope 2 through the first point
+    np.testing.assert_allclose(guide1.get_ydata(), w)
+    assert points.get_marker() == "^" and list(points.get_xdata()) == [0.03]
+    assert len(linearisation_plot(table).lines) == 4  # without trained models
+
+
 def test_linear_softmax_plot_two_models_with_their_predictions():
     """Error bars for softmax and linear attention, the two closed-form predictions as lines, the training length."""
     from icl_lib.figures import linear_softmax_plot

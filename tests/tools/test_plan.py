@@ -20,7 +20,7 @@ def test_the_quick_plan_lists_every_training_chapter_and_shares_runs():
     plan = book.book_plan("quick")
     assert set(plan) == {"01_setup", "02_patterns", "03_two_stage_dynamics", "05_optimality", "06_anisotropic",
                          "07_multitask"}
-    assert len(plan["02_patterns"]) == 48 and len(plan["05_optimality"]) == 24 + 5 * 3
+    assert len(plan["02_patterns"]) == 48 and len(plan["05_optimality"]) == 24 + 5 * 6 + 3 * 4
     ch2, ch3 = set(plan["02_patterns"]), set(plan["03_two_stage_dynamics"])
     assert len(ch3) == 3 * 9 and ch3 <= ch2  # chapter 3 reuses chapter 2's runs: H = 2..4, 9 of its 12 seeds
     assert set(plan["05_optimality"][:24]) <= ch2  # and chapter 5 its first 6 seeds
