@@ -74,7 +74,6 @@ __all__ = [
     "training_summary",
     "pos_neg_runs",
     "circuit_table",
-    "mirror_pair_values",
     "head_split_histories",
     "split_floor",
     "preconditioner_values",
@@ -448,15 +447,6 @@ def circuit_table(runs: Mapping[float, Sequence[Run]]) -> "pandas.DataFrame":  #
                 "d(Gamma*) - d(I)": dists[0] - dists[1],
             })
     return pd.DataFrame(rows)
-
-
-def mirror_pair_values(medians, shape_thr: float, scale_thr: float = 0.25) -> dict:
-    """The two mirror-pair rules ``KQ_{1,2} = +-omega Gamma`` (paper 1, B.3; chapter 6) from the
-    medians of :func:`circuit_table`'s columns: ``spread`` (of ``|omega_h|``) and ``shape`` (head
-    shape distance), each with ``"below"`` or ``"above"`` its threshold (``*_verdict``)."""
-    spread, shape = float(medians["omega spread"]), float(medians["head shape distance"])
-    return {"shape": shape, "shape_verdict": "below" if shape < shape_thr else "above",
-            "spread": spread, "spread_verdict": "below" if spread < scale_thr else "above"}
 
 
 def head_split_histories(runs: Mapping[float, Sequence[Run]], rho: float) -> dict[float, dict | None]:

@@ -67,7 +67,6 @@ __all__ = [
     "optimal_gamma_shared",
     "bayes_task_risk",
     "reference_risks",
-    "model_task_risk",
     "effective_gamma",
     "HeadRole",
     "ModeSummary",
@@ -84,14 +83,12 @@ __all__ = [
     "paper_mode_fractions",
     "shown_seeds",
     "per_model_table",
-    "median_gamma_off",
     "task_loss_table",
     "loss_gap_estimates",
     "mode_estimates",
     "global_pattern_estimates",
     "shared_ratio_estimates",
     "gamma_off_estimates",
-    "relative_gaps",
     "mode_history_fractions",
     "MODES",
     "MAX_TASKS",
@@ -188,7 +185,7 @@ def max_bayes_draws(L: int, supports) -> int:
 
 
 def max_test_prompts(heads: Sequence[int], seeds: int, L: int, D: int) -> int:
-    """The most test prompts :func:`model_task_risk` may use for chapter 7's ``n_test`` so that
+    """The most test prompts :func:`task_loss_table` may use for chapter 7's ``n_test`` so that
     evaluating ``len(heads) x seeds`` models (padded to ``max(heads)`` heads, tokens of size ``D``)
     stays within :data:`TEST_WORK`."""
     models = len(heads) * check_int("seeds", seeds, 1)
@@ -299,22 +296,6 @@ def reference_risks(data: DataConfig, n_bayes: int = 200_000, seed: int = 0) -> 
             "Bayes se": bayes_se,
         })
     return pd.DataFrame(rows).set_index("task")
-
-
-# ------------------------------------------------------------------------------ Monte Carlo
-@torch.no_grad()
-def model_task_risk(
-    model, data: DataConfig, n: int = 20_000, seed: int = 0, chunk: int = 2_000
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-task ICL risk of every model of an ensemble on one shared set of ``n`` fresh sequences:
-    ``(mean (R, N), std error (R, N))`` (the per-task split of :func:`icl_lib.estimators.model_risk`)."""
-    n = check_int("n", n, 2)
-    errs = []
-    for b in sample_chunks(data, n, seed, chunk, dtype=model.Q.dtype):
-        b = b.to(model.Q.device)
-        errs.append(((model(b) - b.yq) ** 2).cpu())  # (R, b, N)
-    e = torch.cat(errs, dim=1)
-    return e.mean(1), e.std(1) / math.sqrt(e.shape[1])
 
 
 # ------------------------------------------------------------------------------ circuits
@@ -621,17 +602,11 @@ def per_model_table(sweep: dict, modes: dict) -> "pandas.DataFrame":  # noqa: F8
     return pd.DataFrame(rows).set_index(["H", "seed"])
 
 
-def median_gamma_off(modes: dict) -> dict[int, float]:
-    """``{H: median over seeds of max_n RMS(Gamma_n off S_n) / RMS(Gamma_n on S_n)}``: is the
-    worse task's effective pre-conditioner on its support (paper 1, C.3)?  Chapter 7."""
-    return {H: float(np.median([max(s.gamma_off_ratio) for s in ss])) for H, ss in modes.items()}
-
-
 @torch.no_grad()
 def task_loss_table(sweep: dict, modes: dict, data: DataConfig, n: int = 20_000, seed: int = 0,
                     pair_H: int | None = None, chunk: int = 2_000) -> "pandas.DataFrame":  # noqa: F821
     """Per-task test ICL loss of every model of the sweep on one shared set of ``n`` fresh prompts
-    (the prompts of :func:`model_task_risk` with ``seed``), paired on the same prompts with the three
+    (:func:`~icl_lib.data.sample_chunks` with ``seed``, chunks of ``chunk``), paired on the same prompts with the three
     debiased GD references of :func:`reference_risks` (Chapter 7; paper 1, C.3).  One row per
     (model, task): ``H``, ``seed``, ``task`` (1-based), ``loss``, ``se`` (its test-set standard
     error), ``mode``; for each reference ``ref`` in ``support``, ``all``, ``shared``: ``gap ref`` =
@@ -644,45 +619,48 @@ def task_loss_table(sweep: dict, modes: dict, data: DataConfig, n: int = 20_000,
     runs = [r for rs in sweep.values() for r in rs]
     mode_of = [s.mode for H in sweep for s in modes[H]]  # aligned with runs
     model = stack_models(runs)
-    N = data.n_tasks
+    N, n = data.n_tasks, check_int("n", n, 2)
     gammas = {"support": [support_gamma(data, t, "support") for t in range(N)],
               "all": [support_gamma(data, t, "all") for t in range(N)],
               "shared": [optimal_gamma_shared(data)] * N}  # per task (d,)
     closed = {k: [debiased_gd_diag_risk(g[t], data, t) for t in range(N)] for k, g in gammas.items()}
-    e_m, e_r, pref = [], {k: [] for k in gammas}, []
-    for b in sample_chunks(data, check_int("n", n, 2), seed, chunk, dtype=model.Q.dtype):
+    index = {(r.spec.model.heads, r.spec.seed): k for k, r in enumerate(runs)}
+    partner = [index.get((pair_H, r.spec.seed), -1) for r in runs]  # -1: none
+    sums: dict[str, list] = {}  # name -> [sum, sum of squares] over the prompts, each (R, N)
+
+    def add(name, q):  # q (R, B, N): accumulate its first two moments over the prompts
+        acc = sums.setdefault(name, [0.0, 0.0])
+        acc[0] = acc[0] + q.sum(1)
+        acc[1] = acc[1] + (q * q).sum(1)
+
+    for b in sample_chunks(data, n, seed, chunk, dtype=model.Q.dtype):
         b = b.to(model.Q.device)
         out = model(b)  # (R, B, N)
-        e_m.append(((out - b.yq) ** 2).cpu())
+        err = ((out - b.yq) ** 2).cpu()
+        add("loss", err)
         preds = {k: torch.stack([debiased_gd_predict(task_batch(b, t), 1.0, torch.diag(g[t])) for t in range(N)], -1)
                  for k, g in gammas.items()}  # (B, N) each
         for k in gammas:
-            e_r[k].append((preds[k] - b.yq) ** 2)
-        delta = preds["shared"] - preds["all"]  # (B, N)
-        pref.append(((out - preds["all"]) ** 2 - (out - preds["shared"]) ** 2).cpu())  # (R, B, N)
-        e_r.setdefault("delta2", []).append(delta ** 2)
-    e = torch.cat(e_m, 1)  # (R, n, N)
-    refs = {k: torch.cat(v, 0) for k, v in e_r.items()}  # (n, N)
-    p = torch.cat(pref, 1) / refs["delta2"].mean(0)  # (R, n, N), normalised by E(y_shared - y_all)^2
-    root = math.sqrt(e.shape[1])
-    index = {(r.spec.model.heads, r.spec.seed): k for k, r in enumerate(runs)}
+            add(f"gap {k}", err - ((preds[k] - b.yq) ** 2).cpu())
+        add("prefers shared", ((out - preds["all"]) ** 2 - (out - preds["shared"]) ** 2).cpu())
+        add("delta2", ((preds["shared"] - preds["all"]) ** 2).cpu()[None])
+        if pair_H is not None:
+            add(f"gap H{pair_H}", err - err[[max(j, 0) for j in partner]])
+    mean = {k: v[0] / n for k, v in sums.items()}
+    se = {k: ((v[1] - n * mean[k] ** 2).clamp_min(0) / (n - 1)).sqrt() / math.sqrt(n) for k, v in sums.items()}
+    scale = {f"gap {k}": torch.tensor(closed[k]) for k in gammas}  # per task
+    scale["prefers shared"] = mean["delta2"][0]  # E(y_shared - y_all)^2 per task
+    if pair_H is not None:
+        scale[f"gap H{pair_H}"] = torch.tensor(closed["support"])
     rows = []
     for k, r in enumerate(runs):
-        H = r.spec.model.heads
         for t in range(N):
-            row = {"H": H, "seed": r.spec.seed, "task": t + 1, "loss": float(e[k, :, t].mean()),
-                   "se": float(e[k, :, t].std() / root), "mode": mode_of[k]}
-            for ref in gammas:
-                diff = e[k, :, t] - refs[ref][:, t]
-                row[f"gap {ref}"] = float(diff.mean()) / closed[ref][t]
-                row[f"gap {ref} se"] = float(diff.std() / root) / closed[ref][t]
-            row["prefers shared"] = float(p[k, :, t].mean())
-            row["prefers shared se"] = float(p[k, :, t].std() / root)
-            if pair_H is not None:
-                j = index.get((pair_H, r.spec.seed))
-                diff = e[k, :, t] - e[j, :, t] if j is not None else None
-                row[f"gap H{pair_H}"] = float("nan") if diff is None else float(diff.mean()) / closed["support"][t]
-                row[f"gap H{pair_H} se"] = float("nan") if diff is None else float(diff.std() / root) / closed["support"][t]
+            row = {"H": r.spec.model.heads, "seed": r.spec.seed, "task": t + 1, "loss": float(mean["loss"][k, t]),
+                   "se": float(se["loss"][k, t]), "mode": mode_of[k]}
+            for name, sc in scale.items():
+                missing = name == f"gap H{pair_H}" and partner[k] < 0
+                row[name] = float("nan") if missing else float(mean[name][k, t] / sc[t])
+                row[name + " se"] = float("nan") if missing else float(se[name][k, t] / sc[t])
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -727,14 +705,8 @@ def shared_ratio_estimates(modes: dict, level: float = LEVEL) -> dict:
 
 def gamma_off_estimates(modes: dict, level: float = LEVEL) -> dict[int, Estimate]:
     """``{H: median over seeds of max_n RMS(Gamma_n off S_n) / RMS(Gamma_n on S_n)}`` with its
-    order-statistic interval (:func:`median_gamma_off` with intervals; chapter 7)."""
+    order-statistic interval: is the worse task's effective pre-conditioner on its support (paper 1, C.3; chapter 7)?"""
     return {H: median_ci([max(s.gamma_off_ratio) for s in ss], level) for H, ss in modes.items()}
-
-
-def relative_gaps(values, reference) -> list[float]:
-    """``[values[t] / reference[t] - 1 for t in reference's index]``: per-task relative gaps of
-    losses to a reference (two ``pandas.Series`` indexed by task).  Chapter 7's loss claims."""
-    return [float(values[t] / reference[t] - 1) for t in reference.index]
 
 
 def mode_history_fractions(sweep: dict, data: DataConfig):
