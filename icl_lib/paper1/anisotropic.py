@@ -76,6 +76,7 @@ __all__ = [
     "circuit_table",
     "head_split_histories",
     "split_floor",
+    "split_at",
     "preconditioner_values",
     "scaled_inverse_blocks",
     "inverse_distances",
@@ -472,6 +473,16 @@ def split_floor(history: dict | None, tail: float = 0.2) -> float:
         return float("nan")
     last = history["step"] >= (1 - tail) * history["step"][-1]
     return float(np.median(history["shape"][:, last]))
+
+
+def split_at(history: dict | None, fraction: float) -> float:
+    """Median over the seeds of the shape distance at the first logged step ``>= fraction T`` of
+    one entry of :func:`head_split_histories` (nan for ``None``): is the mirror pair still forming
+    when training stops (chapter 6)?"""
+    if history is None:
+        return float("nan")
+    k = int(np.searchsorted(np.asarray(history["step"]), fraction * history["step"][-1]))
+    return float(np.median(history["shape"][:, min(k, len(history["step"]) - 1)]))
 
 
 def preconditioner_values(pn: "pandas.DataFrame", Gamma_star) -> dict[str, float]:  # noqa: F821

@@ -700,3 +700,12 @@ def test_sweep_estimates_and_ov_magnitudes_on_a_hand_made_table():
     assert an.ov_magnitude_estimate(ov) == median_ci([1.1, 1.2])
     assert an.ov_magnitude_estimate(ov, pos_neg=False) == median_ci([1.1, 3.6, 1.2, 4.2])
     assert an.ov_magnitude_estimate(an.ov_magnitudes(t[t.rho != 0])) is None
+
+
+def test_split_at_takes_the_median_at_the_first_step_past_the_fraction():
+    h = {"step": np.array([0, 10, 20, 30, 40]), "shape": np.array([[5.0, 4, 3, 2, 1], [7, 6, 5, 4, 3], [9, 8, 7, 6, 0]])}
+    assert an.split_at(h, 1.0) == 1.0  # step 40: median of 1, 3, 0
+    assert an.split_at(h, 0.5) == 5.0  # step 20: median of 3, 5, 7
+    assert an.split_at(h, 0.3) == 5.0  # first step >= 12 is 20
+    assert an.split_at(h, 0.0) == 7.0
+    assert math.isnan(an.split_at(None, 0.5))
