@@ -44,11 +44,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..circuits import effective_preconditioner, kq_blocks, omega_of
+from scipy import stats as sps
+
+from ..circuits import effective_preconditioner, kq_blocks, mu_of, omega_of
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
+from ..data import sample_chunks
 from ..engine import Run, stack_models, train
-from ..estimators import bayes_risk_mc, debiased_gd_predict, mc_risk, model_risk
+from ..estimators import bayes_risk_mc, debiased_gd_predict, model_risk
 from ..seeding import derive_seed, generator
+from ..stats import LEVEL, Estimate, median_ci, proportion_ci
 from ..validate import check_float, check_int, fail
 
 __all__ = [
@@ -70,15 +74,26 @@ __all__ = [
     "training_summary",
     "pos_neg_runs",
     "circuit_table",
-    "mirror_pair_values",
     "head_split_histories",
     "split_floor",
+    "split_at",
     "preconditioner_values",
     "scaled_inverse_blocks",
     "inverse_distances",
     "length_losses",
-    "rho_losses",
     "distance_sweep",
+    "seed_median_ci",
+    "largest",
+    "smallest",
+    "envelope",
+    "risk_estimates",
+    "b3_estimates",
+    "paired_losses",
+    "loss_summary",
+    "loss_estimates",
+    "sweep_estimates",
+    "ov_magnitudes",
+    "ov_magnitude_estimate",
 ]
 
 
@@ -253,17 +268,96 @@ def risk_check(data: DataConfig, n: int, seed: int, scale: float = 0.1) -> "pand
     pre-conditioned by ``Gamma*`` and by two random perturbations ``Gamma* + scale ||Gamma*||_F / d
     N(0, 1)^{d x d}`` (stream ``"perturbations"``), all on the same ``n`` prompts (stream
     ``"mc-check"``).  Paper 1, B.3 and G.4; chapter 6.  Rows ``Gamma*``, ``perturbation 1``,
-    ``perturbation 2``; columns ``closed form``, ``Monte Carlo``, ``std error``."""
+    ``perturbation 2``; columns ``closed form``, ``Monte Carlo``, ``std error`` and, paired on the
+    same prompts, ``minus Gamma*`` (the mean of the squared error minus ``Gamma*``'s) with its
+    ``paired se`` (0 on the row of ``Gamma*``)."""
     Sigma, d = data.covariance_matrix(), data.d  # (d, d)
     G_star = optimal_preconditioner(Sigma, data.L, data.sigma2)  # (d, d)
     gen = generator(seed, "perturbations")
     noise = [torch.randn(d, d, generator=gen, dtype=torch.float64) for _ in range(2)]
+    Gs = [G_star] + [G_star + scale * G_star.norm() / d * z for z in noise]
+    errs = [[] for _ in Gs]
+    for b in sample_chunks(data, check_int("n", n, 2), derive_seed(seed, "mc-check"), 20_000):
+        for k, G in enumerate(Gs):
+            errs[k].append((debiased_gd_predict(b, 1.0, G) - b.yq[..., 0]) ** 2)  # (B,)
+    e = torch.stack([torch.cat(x) for x in errs])  # (3, n) squared errors on shared prompts
+    diff = e - e[0]  # paired with Gamma*
     rows = []
-    for k, G in enumerate([G_star] + [G_star + scale * G_star.norm() / d * z for z in noise]):
-        r_mc, se = mc_risk(lambda b: debiased_gd_predict(b, 1.0, G), data, n=n, seed=derive_seed(seed, "mc-check"))
+    for k, G in enumerate(Gs):
         rows.append({"Gamma": "Gamma*" if k == 0 else f"perturbation {k}",
-                     "closed form": pgd_risk(G, Sigma, data.L, data.sigma2), "Monte Carlo": r_mc, "std error": se})
+                     "closed form": pgd_risk(G, Sigma, data.L, data.sigma2), "Monte Carlo": float(e[k].mean()),
+                     "std error": float(e[k].std() / np.sqrt(e.shape[1])), "minus Gamma*": float(diff[k].mean()),
+                     "paired se": float(diff[k].std() / np.sqrt(e.shape[1]))})
     return pd.DataFrame(rows).set_index("Gamma")
+
+
+def _z(level: float) -> float:
+    return float(sps.norm.ppf(0.5 + level / 2))
+
+
+def risk_estimates(mc: "pandas.DataFrame", level: float = LEVEL) -> dict[str, Estimate]:  # noqa: F821
+    """The two claims of chapter 6 on :func:`risk_check`'s table (paper 1, G.4): ``"closed form"``,
+    the relative error ``MC / closed - 1`` of the closed-form risk at ``Gamma*`` (normal interval
+    from the Monte Carlo std error), and ``"minimum"``, the smaller paired Monte Carlo excess risk
+    of the perturbations over ``Gamma*`` (:func:`smallest` of their normal intervals)."""
+    z, star = _z(level), mc.loc["Gamma*"]
+    rel = star["Monte Carlo"] / star["closed form"] - 1
+    half = z * star["std error"] / star["closed form"]
+    closed = Estimate(float(rel), float(rel - half), float(rel + half), level, "Monte Carlo, normal interval")
+    pert = mc.iloc[1:]
+    excess = {k: Estimate(float(r["minus Gamma*"]), float(r["minus Gamma*"] - z * r["paired se"]),
+                          float(r["minus Gamma*"] + z * r["paired se"]), level, "paired mean, normal interval")
+              for k, r in pert.iterrows()}
+    return {"closed form": closed, "minimum": smallest(excess)}
+
+
+# ------------------------------------------------------------------------------- intervals over seeds
+def seed_median_ci(values, ses=None, level: float = LEVEL) -> Estimate:
+    """Median over seeds of per-seed measurements with :func:`icl_lib.stats.median_ci`'s
+    order-statistic interval; when each measurement carries a test-set standard error ``ses`` (a
+    loss on finite test prompts), the interval is widened on both sides by ``z * max(ses)`` so that
+    it also covers the test-set noise of the seeds at its ends (chapters 6 and 7)."""
+    est = median_ci(values, level)
+    if ses is None:
+        return est
+    ses = np.asarray(ses, dtype=float)
+    if ses.shape != np.asarray(values).shape or not np.isfinite(ses).all() or (ses < 0).any():
+        fail("ses", list(ses[:8]), "one finite standard error >= 0 per value")
+    w = _z(level) * float(ses.max())
+    return Estimate(est.value, est.lo - w, est.hi + w, level, est.what + ", widened by z x the largest test-set se")
+
+
+def largest(estimates: Mapping) -> Estimate:
+    """The largest of several estimates, ``[max lo, max hi]``: a ``Below`` rule on it passes when
+    every estimate's interval is below the threshold and fails when one lies wholly above ("at every
+    rho", "for every H"; chapters 6 and 7).  Each bound covers the largest true value at least as often
+    as one interval covers its own."""
+    e = list(estimates.values())
+    if not e:
+        fail("estimates", estimates, "at least one Estimate")
+    return Estimate(max(x.value for x in e), max(x.lo for x in e), max(x.hi for x in e), e[0].level,
+                    f"largest of {len(e)}: " + ", ".join(f"{k}" for k in estimates))
+
+
+def smallest(estimates: Mapping) -> Estimate:
+    """The smallest of several estimates, ``[min lo, min hi]`` (for ``Above`` rules; see :func:`largest`)."""
+    e = list(estimates.values())
+    if not e:
+        fail("estimates", estimates, "at least one Estimate")
+    return Estimate(min(x.value for x in e), min(x.lo for x in e), min(x.hi for x in e), e[0].level,
+                    f"smallest of {len(e)}: " + ", ".join(f"{k}" for k in estimates))
+
+
+def envelope(estimates: Mapping) -> Estimate:
+    """The hull ``[min lo, max hi]`` of several estimates, valued at the one farthest from 0: a
+    ``Within`` rule on it passes only when every interval lies in the window (a rule for every task
+    of chapter 7; it fails only when all of them lie outside on one side, so it is conservative)."""
+    e = list(estimates.values())
+    if not e:
+        fail("estimates", estimates, "at least one Estimate")
+    far = max(e, key=lambda x: abs(x.value))
+    return Estimate(far.value, min(x.lo for x in e), max(x.hi for x in e), e[0].level,
+                    f"hull of {len(e)}: " + ", ".join(f"{k}" for k in estimates))
 
 
 # ------------------------------------------------------------------------------- chapter 6: training
@@ -312,8 +406,13 @@ def circuit_table(runs: Mapping[float, Sequence[Run]]) -> "pandas.DataFrame":  #
     of ``sign(mu_h) KQ_h[:d, :d]`` over the heads, the distances of the normalised effective
     pre-conditioner ``Gamma_eff = sum_h mu_h KQ_h[:d, :d]`` to ``Gamma*``, ``I_d`` and ``Sigma^{-1}``
     (each divided by ``tr / d``), the mean ``(i, i+2)`` entries of ``Gamma_eff`` and ``Gamma*`` (nan
-    for ``d < 3``) and ``||Gamma_eff - Gamma*||_F / ||Gamma*||_F`` unnormalised.  Paper 1, B.3 and
-    Figure 11; chapter 6."""
+    for ``d < 3``) and ``||Gamma_eff - Gamma*||_F / ||Gamma*||_F`` unnormalised.  The per-model
+    quantities of chapter 6's claims follow: ``mean |mu|`` (over the heads), ``positive definite``
+    (the smallest eigenvalue above is > 0), the head shape distance divided by ``d(Gamma*, I)`` of
+    :func:`reference_values` (nan when ``Gamma*`` is proportional to ``I``), the ``band ratio`` of
+    the learned to ``Gamma*``'s ``(i, i+2)`` entries (nan when ``Gamma*`` has none), and the
+    differences of distances ``d(Gamma*) - min(d(Sigma^-1), d(I))`` and ``d(Gamma*) - d(I)``
+    (negative: closer to ``Gamma*``).  Paper 1, B.3 and Figure 11; chapter 6."""
     rows = []
     for r, runs_r in runs.items():
         for run in runs_r:
@@ -327,29 +426,28 @@ def circuit_table(runs: Mapping[float, Sequence[Run]]) -> "pandas.DataFrame":  #
             G_eff = effective_preconditioner(run.KQ.double(), run.OV.double(), d)  # sum_h mu_h KQ_h[:d, :d]
             Gn = trace_normalise(G_eff)
             eig = min(min_eig_sym(float(np.sign(p.mu[h])) * blocks[h]) for h in range(blocks.shape[0]))
+            d_star_I = float(rel_dist(G_r, torch.eye(d, dtype=torch.float64)))
+            shape_dist = float(rel_dist(shapes[0], shapes[1]))
+            dists = [float(rel_dist(Gn, ref)) for ref in (G_r, torch.eye(d, dtype=torch.float64),
+                                                           trace_normalise(torch.linalg.inv(S)))]
+            band_l = float(band_mean(Gn, 2)) if d >= 3 else float("nan")
+            band_s = float(band_mean(G_r, 2)) if d >= 3 else float("nan")
             rows.append({
                 "rho": r, "seed": run.spec.seed, "pattern": p.kind, "omega": np.round(p.omega, 3).tolist(),
                 "mu": np.round(p.mu, 3).tolist(), "OV off-last": p.ov_offlast, "zero-sum": p.zero_sum,
                 "sign matched": p.sign_matched, "omega spread": p.omega_spread,
-                "head shape distance": float(rel_dist(shapes[0], shapes[1])),
+                "head shape distance": shape_dist,
                 "min eig sign(mu_h) KQ_h": float(eig),
-                "d(Gamma, Gamma*)": float(rel_dist(Gn, G_r)),
-                "d(Gamma, I)": float(rel_dist(Gn, torch.eye(d, dtype=torch.float64))),
-                "d(Gamma, Sigma^-1)": float(rel_dist(Gn, trace_normalise(torch.linalg.inv(S)))),
-                "(i,i+2) learned": float(band_mean(Gn, 2)) if d >= 3 else float("nan"),
-                "(i,i+2) Gamma*": float(band_mean(G_r, 2)) if d >= 3 else float("nan"),
+                "d(Gamma, Gamma*)": dists[0], "d(Gamma, I)": dists[1], "d(Gamma, Sigma^-1)": dists[2],
+                "(i,i+2) learned": band_l, "(i,i+2) Gamma*": band_s,
                 "|G_eff - Gamma*| / |Gamma*|": float(rel_dist(G_eff, G_star)),
+                "mean |mu|": float(np.mean(np.abs(p.mu))), "positive definite": bool(eig > 0),
+                "shape / d(Gamma*, I)": shape_dist / d_star_I if d_star_I > 1e-9 else float("nan"),
+                "band ratio": band_l / band_s if abs(band_s) > 1e-12 else float("nan"),
+                "d(Gamma*) - min(d(Sigma^-1), d(I))": dists[0] - min(dists[1], dists[2]),
+                "d(Gamma*) - d(I)": dists[0] - dists[1],
             })
     return pd.DataFrame(rows)
-
-
-def mirror_pair_values(medians, shape_thr: float, scale_thr: float = 0.25) -> dict:
-    """The two mirror-pair rules ``KQ_{1,2} = +-omega Gamma`` (paper 1, B.3; chapter 6) from the
-    medians of :func:`circuit_table`'s columns: ``spread`` (of ``|omega_h|``) and ``shape`` (head
-    shape distance), each with ``"below"`` or ``"above"`` its threshold (``*_verdict``)."""
-    spread, shape = float(medians["omega spread"]), float(medians["head shape distance"])
-    return {"shape": shape, "shape_verdict": "below" if shape < shape_thr else "above",
-            "spread": spread, "spread_verdict": "below" if spread < scale_thr else "above"}
 
 
 def head_split_histories(runs: Mapping[float, Sequence[Run]], rho: float) -> dict[float, dict | None]:
@@ -375,6 +473,16 @@ def split_floor(history: dict | None, tail: float = 0.2) -> float:
         return float("nan")
     last = history["step"] >= (1 - tail) * history["step"][-1]
     return float(np.median(history["shape"][:, last]))
+
+
+def split_at(history: dict | None, fraction: float) -> float:
+    """Median over the seeds of the shape distance at the first logged step ``>= fraction T`` of
+    one entry of :func:`head_split_histories` (nan for ``None``): is the mirror pair still forming
+    when training stops (chapter 6)?"""
+    if history is None:
+        return float("nan")
+    k = int(np.searchsorted(np.asarray(history["step"]), fraction * history["step"][-1]))
+    return float(np.median(history["shape"][:, min(k, len(history["step"]) - 1)]))
 
 
 def preconditioner_values(pn: "pandas.DataFrame", Gamma_star) -> dict[str, float]:  # noqa: F821
@@ -428,48 +536,25 @@ def length_losses(
     GD with ``Gamma*(L)`` and with the models' own ``Gamma_eff`` (median over models; closed forms),
     debiased GD with its best step ``eta*(L)`` and the Bayes posterior mean (Monte Carlo, stream
     ``"mc-bayes"``).  Paper 1, B.3; chapter 6.  Rows: ``L``; ``model`` is the median over the models,
-    ``model lo`` / ``model hi`` their smallest and largest loss."""
+    ``model lo`` / ``model hi`` their smallest and largest loss, ``test-set se`` the largest standard
+    error of one model's loss on the ``n`` prompts."""
     Sigma, d, s2 = data.covariance_matrix(), data.d, data.sigma2  # (d, d)
     models = stack_models(runs)
     G_effs = [effective_preconditioner(run.KQ.double(), run.OV.double(), d) for run in runs]  # each (d, d)
-    cols = ["model", "model lo", "model hi", "PGD, Gamma*(L)", "PGD, learned Gamma_eff", "debiased GD, eta*(L)",
-            "Bayes (ridge, MC)"]
+    cols = ["model", "model lo", "model hi", "test-set se", "PGD, Gamma*(L)", "PGD, learned Gamma_eff",
+            "debiased GD, eta*(L)", "Bayes (ridge, MC)"]
     curves = {c: [] for c in cols}
     for Lk in Ls:
-        risk, _ = model_risk(models, data, n=n, seed=derive_seed(seed, "test-loss", Lk), L=Lk)  # (R,)
+        risk, se = model_risk(models, data, n=n, seed=derive_seed(seed, "test-loss", Lk), L=Lk)  # (R,), (R,)
         eta = optimal_eta(Sigma, Lk, s2)
-        values = [float(risk.median()), float(risk.min()), float(risk.max()), optimal_pgd_risk(Sigma, Lk, s2),
+        values = [float(risk.median()), float(risk.min()), float(risk.max()), float(se.max()),
+                  optimal_pgd_risk(Sigma, Lk, s2),
                   float(np.median([pgd_risk(G, Sigma, Lk, s2) for G in G_effs])),
                   pgd_risk(eta * torch.eye(d, dtype=torch.float64), Sigma, Lk, s2),
                   bayes_risk_mc(data, n=n, seed=derive_seed(seed, "mc-bayes", Lk), L=Lk)[0]]
         for c, v in zip(cols, values):
             curves[c].append(v)
     return pd.DataFrame(curves, index=pd.Index(list(Ls), name="L"))
-
-
-def rho_losses(
-    runs: Mapping[float, Sequence[Run]], rho: float, n: int, seed: int
-) -> tuple["pandas.DataFrame", dict]:  # noqa: F821
-    """ICL loss at the training length for every ``rho`` of ``{rho: runs}`` on ``n`` shared test
-    prompts per ``rho`` (stream ``"test-loss-rho"``): median over the positive/negative seeds and over
-    all seeds, against ``R_PGD(Gamma*)`` and plain debiased GD's best ``R_dGD(eta*)`` (paper 1, B.3;
-    chapter 6).  Returns the table (rows: ``rho``) and the main ``rho``'s ``loss``, ``r_pgd``,
-    ``r_dgd``."""
-    rows = []
-    for r, runs_r in runs.items():
-        data = runs_r[0].spec.data
-        S, L, s2 = data.covariance_matrix(), data.L, data.sigma2  # (d, d)
-        risk = model_risk(stack_models(runs_r), data, n=n, seed=derive_seed(seed, "test-loss-rho"))[0]  # (R,)
-        r_pn = [float(x) for x, run in zip(risk, runs_r) if run.pattern().kind == "pos/neg"]
-        eta = optimal_eta(S, L, s2)
-        rows.append({"rho": r, "pos/neg seeds": len(r_pn),
-                     "median loss (pos/neg)": float(np.median(r_pn)) if r_pn else float("nan"),
-                     "median loss (all)": float(risk.median()), "R_PGD(Gamma*)": optimal_pgd_risk(S, L, s2),
-                     "R_dGD(eta*)": pgd_risk(eta * torch.eye(data.d, dtype=torch.float64), S, L, s2)})
-    table = pd.DataFrame(rows).set_index("rho")
-    main = table.loc[rho]
-    return table, {"loss": float(main["median loss (pos/neg)"]), "r_pgd": float(main["R_PGD(Gamma*)"]),
-                   "r_dgd": float(main["R_dGD(eta*)"])}
 
 
 def distance_sweep(table: "pandas.DataFrame") -> tuple["pandas.DataFrame", dict]:  # noqa: F821
@@ -481,3 +566,155 @@ def distance_sweep(table: "pandas.DataFrame") -> tuple["pandas.DataFrame", dict]
     shape_maxrho = float(pn[pn.rho == table.rho.max()]["head shape distance"].median())
     cols = ["d(Gamma, Gamma*)", "d(Gamma, Sigma^-1)", "d(Gamma, I)"]
     return pn[pn.rho != 0].groupby("rho")[cols].median(), {"shape_maxrho": shape_maxrho}
+
+
+# ------------------------------------------------------------------------------- chapter 6: claims
+# The statements of paper 1, B.3 are about two-head attention trained on anisotropic covariates,
+# not about one rho: chapter 6 tests them on every model of the sweep with rho != 0, pooled.
+B3_MEDIANS = ("OV off-last", "zero-sum", "omega spread", "shape / d(Gamma*, I)",
+              "d(Gamma*) - min(d(Sigma^-1), d(I))", "band ratio")  # circuit_table columns (medians)
+B3_FRACTIONS = ("sign matched", "positive definite")  # boolean circuit_table columns (fractions)
+
+
+def b3_estimates(table: "pandas.DataFrame", level: float = LEVEL) -> tuple["pandas.DataFrame", dict, dict]:  # noqa: F821
+    """Chapter 6's estimates of paper 1, B.3 from :func:`circuit_table`, pooled over the models with
+    ``rho != 0``: the fraction of positive/negative models (``"pos/neg"``, Clopper-Pearson), the
+    fractions of :data:`B3_FRACTIONS` and the medians of :data:`B3_MEDIANS` (order-statistic
+    intervals; nan entries, e.g. the band ratio for ``d < 3``, left out), each on the
+    positive/negative models and on all of them.  Returns the summary table (one row per quantity)
+    and the two dicts ``{quantity: Estimate}`` (positive/negative models, all models); a quantity
+    without a value is absent."""
+    aniso = table[table.rho != 0]
+    pn = aniso[aniso.pattern == "pos/neg"]
+    on_pn, on_all = {}, {}
+    if len(aniso):
+        on_all["pos/neg"] = proportion_ci(len(pn), len(aniso), level)
+    for col in B3_FRACTIONS:
+        for rows, out in ((pn, on_pn), (aniso, on_all)):
+            if len(rows):
+                out[col] = proportion_ci(int(rows[col].astype(bool).sum()), len(rows), level)
+    for col in B3_MEDIANS:
+        for rows, out in ((pn, on_pn), (aniso, on_all)):
+            v = rows[col].dropna().to_numpy(dtype=float) if len(rows) else np.array([])
+            if len(v):
+                out[col] = median_ci(v, level)
+    summary = []
+    for q in ("pos/neg", *B3_FRACTIONS, *B3_MEDIANS):
+        row = {"quantity": q}
+        for name, out in (("pos/neg models", on_pn), ("all models", on_all)):
+            e = out.get(q)
+            row[name] = "-" if e is None else f"{e:.3g}"
+            row[f"n ({name})"] = len(pn) if name == "pos/neg models" else len(aniso)
+        summary.append(row)
+    return pd.DataFrame(summary).set_index("quantity"), on_pn, on_all
+
+
+@torch.no_grad()
+def paired_losses(runs: Mapping[float, Sequence[Run]], n: int, seed: int, chunk: int = 5_000) -> "pandas.DataFrame":  # noqa: F821,E501
+    """Every model of ``{rho: runs}`` at its training length on ``n`` test prompts shared by the
+    models of one ``rho`` (stream ``"test-loss-rho"``), paired with two predictors on the same prompts:
+    pre-conditioned debiased GD with ``Gamma*`` and plain debiased GD with its best step ``eta*``
+    (paper 1, B.3; chapter 6).  One row per model: ``rho``, ``seed``, ``pattern``, ``loss`` and its
+    test-set ``se``, and for each reference ``gap <ref>`` = mean(model error - reference error) /
+    R_ref (``R_ref`` the closed-form risk) with its paired ``gap <ref> se``; ``R_PGD(Gamma*)`` and
+    ``R_dGD(eta*)`` are the closed forms."""
+    rows = []
+    for r, runs_r in runs.items():
+        data = runs_r[0].spec.data
+        S, L, s2 = data.covariance_matrix(), data.L, data.sigma2  # (d, d)
+        eye = torch.eye(data.d, dtype=torch.float64)
+        refs = {"PGD": optimal_preconditioner(S, L, s2), "dGD": optimal_eta(S, L, s2) * eye}
+        closed = {"PGD": optimal_pgd_risk(S, L, s2), "dGD": pgd_risk(refs["dGD"], S, L, s2)}
+        model = stack_models(runs_r)
+        e_m, e_r = [], {k: [] for k in refs}
+        for b in sample_chunks(data, check_int("n", n, 2), derive_seed(seed, "test-loss-rho"), chunk):
+            e_m.append(((model(b) - b.yq) ** 2).mean(-1))  # (R, B)
+            for k, G in refs.items():
+                e_r[k].append((debiased_gd_predict(b, 1.0, G) - b.yq[..., 0]) ** 2)  # (B,)
+        e = torch.cat(e_m, 1)  # (R, n)
+        root = np.sqrt(e.shape[1])
+        for i, run in enumerate(runs_r):
+            row = {"rho": r, "seed": run.spec.seed, "pattern": run.pattern().kind, "loss": float(e[i].mean()),
+                   "se": float(e[i].std() / root)}
+            for k in refs:
+                diff = e[i] - torch.cat(e_r[k])
+                row[f"gap {k}"] = float(diff.mean()) / closed[k]
+                row[f"gap {k} se"] = float(diff.std() / root) / closed[k]
+            row["R_PGD(Gamma*)"], row["R_dGD(eta*)"] = closed["PGD"], closed["dGD"]
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def loss_summary(losses: "pandas.DataFrame") -> "pandas.DataFrame":  # noqa: F821
+    """Per ``rho`` (rows) from :func:`paired_losses`: the number of positive/negative seeds, the
+    median loss over them and over all seeds, the largest test-set se of a model, the closed-form
+    references and the median paired gaps (positive/negative seeds).  Chapter 6's loss table."""
+    out = []
+    for r, g in losses.groupby("rho", sort=False):
+        pn = g[g.pattern == "pos/neg"]
+        nan = float("nan")
+        out.append({"rho": r, "pos/neg seeds": len(pn),
+                    "median loss (pos/neg)": float(pn["loss"].median()) if len(pn) else nan,
+                    "median loss (all)": float(g["loss"].median()), "test-set se (max)": float(g["se"].max()),
+                    "R_PGD(Gamma*)": float(g["R_PGD(Gamma*)"].iloc[0]), "R_dGD(eta*)": float(g["R_dGD(eta*)"].iloc[0]),
+                    "gap PGD (pos/neg)": float(pn["gap PGD"].median()) if len(pn) else nan,
+                    "gap dGD (pos/neg)": float(pn["gap dGD"].median()) if len(pn) else nan})
+    return pd.DataFrame(out).set_index("rho")
+
+
+def loss_estimates(losses: "pandas.DataFrame", min_rho: float = 0.5, level: float = LEVEL) -> dict:  # noqa: F821
+    """Chapter 6's two loss claims from :func:`paired_losses` (paper 1, B.3), each the median over
+    seeds of the paired gaps with :func:`seed_median_ci` (widened by the test-set error):
+    ``"PGD"`` on the positive/negative models with ``rho != 0`` (pooled) and ``"PGD (all)"`` on all
+    of them; ``"dGD"`` per ``rho >= min_rho`` on its positive/negative models, combined by
+    :func:`largest` ("at every such rho"), and ``"dGD (all)"`` the same on all seeds.  A key is
+    absent where its models are."""
+    aniso = losses[losses.rho != 0]
+    out = {}
+    for key, rows in (("PGD", aniso[aniso.pattern == "pos/neg"]), ("PGD (all)", aniso)):
+        if len(rows):
+            out[key] = seed_median_ci(rows["gap PGD"], rows["gap PGD se"], level)
+    big = losses[losses.rho >= min_rho]
+    for key, pn_only in (("dGD", True), ("dGD (all)", False)):
+        per = {}
+        for r, g in big.groupby("rho"):
+            g = g[g.pattern == "pos/neg"] if pn_only else g
+            if len(g):
+                per[f"rho={r}"] = seed_median_ci(g["gap dGD"], g["gap dGD se"], level)
+        if per:
+            out[key] = largest(per)
+    return out
+
+
+def sweep_estimates(table: "pandas.DataFrame", level: float = LEVEL) -> tuple[Estimate | None, "pandas.DataFrame"]:  # noqa: F821,E501
+    """"At every rho != 0 the learned shape is closer to ``Gamma*`` than to ``I``" (chapter 6): per rho,
+    the median over all its seeds of ``d(Gamma*) - d(I)`` (:func:`circuit_table`) with its
+    order-statistic interval, and their :func:`largest` (None without a rho != 0).  Returns it and
+    the per-rho table (value, lo, hi, seeds)."""
+    per = {r: median_ci(g["d(Gamma*) - d(I)"], level) for r, g in table[table.rho != 0].groupby("rho")}
+    tab = pd.DataFrame([{"rho": r, "median d(Gamma*) - d(I)": e.value, "lo": e.lo, "hi": e.hi,
+                         "seeds": int((table.rho == r).sum())} for r, e in per.items()])
+    return (largest({f"rho={r}": e for r, e in per.items()}) if per else None), tab.set_index("rho") if per else tab
+
+
+def ov_magnitudes(table: "pandas.DataFrame") -> "pandas.DataFrame":  # noqa: F821
+    """B.3's "magnitude of the OV circuits ... as in the isotropic case" (chapter 6): for every model
+    with ``rho != 0`` whose seed was also trained at ``rho = 0``, the ratio of its ``mean |mu|`` to
+    that of the isotropic model of the same seed (same initialisation), and whether both are
+    positive/negative.  Empty without ``rho = 0`` in the table."""
+    iso = table[table.rho == 0].set_index("seed")
+    rows = []
+    for _, t in table[table.rho != 0].iterrows():
+        if t.seed in iso.index:
+            i = iso.loc[t.seed]
+            rows.append({"rho": t.rho, "seed": t.seed, "mean |mu|": t["mean |mu|"], "isotropic": i["mean |mu|"],
+                         "ratio": t["mean |mu|"] / i["mean |mu|"],
+                         "both pos/neg": t.pattern == "pos/neg" and i.pattern == "pos/neg"})
+    return pd.DataFrame(rows, columns=["rho", "seed", "mean |mu|", "isotropic", "ratio", "both pos/neg"])
+
+
+def ov_magnitude_estimate(ratios: "pandas.DataFrame", pos_neg: bool = True, level: float = LEVEL) -> Estimate | None:  # noqa: F821,E501
+    """Median of :func:`ov_magnitudes`' ratios with its order-statistic interval, over the pairs whose
+    two models are positive/negative (``pos_neg``) or over all pairs; None without pairs."""
+    r = ratios[ratios["both pos/neg"]] if pos_neg else ratios
+    return median_ci(r["ratio"], level) if len(r) else None

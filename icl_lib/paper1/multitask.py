@@ -50,8 +50,11 @@ from ..circuits import DUMMY_TOL, kq_diagonal, mu_matrix
 from ..config import DataConfig
 from ..data import Batch, sample_chunks
 from ..engine import stack_models
+from ..estimators import debiased_gd_predict
 from ..seeding import derive_seed, generator
+from ..stats import LEVEL, Estimate, median_ci, proportion_ci
 from ..validate import check_float, check_int, check_int_list, fail
+from .anisotropic import largest, seed_median_ci
 
 __all__ = [
     "CoordinateGroup",
@@ -64,7 +67,6 @@ __all__ = [
     "optimal_gamma_shared",
     "bayes_task_risk",
     "reference_risks",
-    "model_task_risk",
     "effective_gamma",
     "HeadRole",
     "ModeSummary",
@@ -81,9 +83,12 @@ __all__ = [
     "paper_mode_fractions",
     "shown_seeds",
     "per_model_table",
-    "median_gamma_off",
     "task_loss_table",
-    "relative_gaps",
+    "loss_gap_estimates",
+    "mode_estimates",
+    "global_pattern_estimates",
+    "shared_ratio_estimates",
+    "gamma_off_estimates",
     "mode_history_fractions",
     "MODES",
     "MAX_TASKS",
@@ -180,7 +185,7 @@ def max_bayes_draws(L: int, supports) -> int:
 
 
 def max_test_prompts(heads: Sequence[int], seeds: int, L: int, D: int) -> int:
-    """The most test prompts :func:`model_task_risk` may use for chapter 7's ``n_test`` so that
+    """The most test prompts :func:`task_loss_table` may use for chapter 7's ``n_test`` so that
     evaluating ``len(heads) x seeds`` models (padded to ``max(heads)`` heads, tokens of size ``D``)
     stays within :data:`TEST_WORK`."""
     models = len(heads) * check_int("seeds", seeds, 1)
@@ -291,22 +296,6 @@ def reference_risks(data: DataConfig, n_bayes: int = 200_000, seed: int = 0) -> 
             "Bayes se": bayes_se,
         })
     return pd.DataFrame(rows).set_index("task")
-
-
-# ------------------------------------------------------------------------------ Monte Carlo
-@torch.no_grad()
-def model_task_risk(
-    model, data: DataConfig, n: int = 20_000, seed: int = 0, chunk: int = 2_000
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-task ICL risk of every model of an ensemble on one shared set of ``n`` fresh sequences:
-    ``(mean (R, N), std error (R, N))`` (the per-task split of :func:`icl_lib.estimators.model_risk`)."""
-    n = check_int("n", n, 2)
-    errs = []
-    for b in sample_chunks(data, n, seed, chunk, dtype=model.Q.dtype):
-        b = b.to(model.Q.device)
-        errs.append(((model(b) - b.yq) ** 2).cpu())  # (R, b, N)
-    e = torch.cat(errs, dim=1)
-    return e.mean(1), e.std(1) / math.sqrt(e.shape[1])
 
 
 # ------------------------------------------------------------------------------ circuits
@@ -613,30 +602,111 @@ def per_model_table(sweep: dict, modes: dict) -> "pandas.DataFrame":  # noqa: F8
     return pd.DataFrame(rows).set_index(["H", "seed"])
 
 
-def median_gamma_off(modes: dict) -> dict[int, float]:
-    """``{H: median over seeds of max_n RMS(Gamma_n off S_n) / RMS(Gamma_n on S_n)}``: is the
-    worse task's effective pre-conditioner on its support (paper 1, C.3)?  Chapter 7."""
-    return {H: float(np.median([max(s.gamma_off_ratio) for s in ss])) for H, ss in modes.items()}
-
-
-def task_loss_table(sweep: dict, modes: dict, data: DataConfig, n: int = 20_000, seed: int = 0) -> "pandas.DataFrame":  # noqa: F821,E501
+@torch.no_grad()
+def task_loss_table(sweep: dict, modes: dict, data: DataConfig, n: int = 20_000, seed: int = 0,
+                    pair_H: int | None = None, chunk: int = 2_000) -> "pandas.DataFrame":  # noqa: F821
     """Per-task test ICL loss of every model of the sweep on one shared set of ``n`` fresh prompts
-    (:func:`model_task_risk` with ``seed``): one row per (model, task) with columns ``H``,
-    ``seed``, ``task`` (1-based), ``loss``, ``se`` (its Monte Carlo standard error) and ``mode``.
-    Chapter 7 (paper 1, C.3)."""
+    (:func:`~icl_lib.data.sample_chunks` with ``seed``, chunks of ``chunk``), paired on the same prompts with the three
+    debiased GD references of :func:`reference_risks` (Chapter 7; paper 1, C.3).  One row per
+    (model, task): ``H``, ``seed``, ``task`` (1-based), ``loss``, ``se`` (its test-set standard
+    error), ``mode``; for each reference ``ref`` in ``support``, ``all``, ``shared``: ``gap ref`` =
+    mean(model error - reference error) / R_ref (the reference's closed-form risk) and its paired
+    ``gap ref se``; ``prefers shared`` = [E(y_hat - y_all)^2 - E(y_hat - y_shared)^2] / E(y_shared -
+    y_all)^2 over the prompts (+1: the model predicts as the shared-weighted debiased GD, -1: as
+    all-coordinate debiased GD) with its paired ``prefers shared se``; and with ``pair_H``, ``gap
+    H<pair_H>`` = mean(model error - error of the model with ``pair_H`` heads and the same seed) /
+    R_support with its se (nan without that model)."""
     runs = [r for rs in sweep.values() for r in rs]
     mode_of = [s.mode for H in sweep for s in modes[H]]  # aligned with runs
-    risk, risk_se = model_task_risk(stack_models(runs), data, n=n, seed=seed)  # (R, N), (R, N)
-    rows = [{"H": r.spec.model.heads, "seed": r.spec.seed, "task": t + 1, "loss": float(risk[k, t]),
-             "se": float(risk_se[k, t]), "mode": mode_of[k]}
-            for k, r in enumerate(runs) for t in range(data.n_tasks)]
+    model = stack_models(runs)
+    N, n = data.n_tasks, check_int("n", n, 2)
+    gammas = {"support": [support_gamma(data, t, "support") for t in range(N)],
+              "all": [support_gamma(data, t, "all") for t in range(N)],
+              "shared": [optimal_gamma_shared(data)] * N}  # per task (d,)
+    closed = {k: [debiased_gd_diag_risk(g[t], data, t) for t in range(N)] for k, g in gammas.items()}
+    index = {(r.spec.model.heads, r.spec.seed): k for k, r in enumerate(runs)}
+    partner = [index.get((pair_H, r.spec.seed), -1) for r in runs]  # -1: none
+    sums: dict[str, list] = {}  # name -> [sum, sum of squares] over the prompts, each (R, N)
+
+    def add(name, q):  # q (R, B, N): accumulate its first two moments over the prompts
+        acc = sums.setdefault(name, [0.0, 0.0])
+        acc[0] = acc[0] + q.sum(1)
+        acc[1] = acc[1] + (q * q).sum(1)
+
+    for b in sample_chunks(data, n, seed, chunk, dtype=model.Q.dtype):
+        b = b.to(model.Q.device)
+        out = model(b)  # (R, B, N)
+        err = ((out - b.yq) ** 2).cpu()
+        add("loss", err)
+        preds = {k: torch.stack([debiased_gd_predict(task_batch(b, t), 1.0, torch.diag(g[t])) for t in range(N)], -1)
+                 for k, g in gammas.items()}  # (B, N) each
+        for k in gammas:
+            add(f"gap {k}", err - ((preds[k] - b.yq) ** 2).cpu())
+        add("prefers shared", ((out - preds["all"]) ** 2 - (out - preds["shared"]) ** 2).cpu())
+        add("delta2", ((preds["shared"] - preds["all"]) ** 2).cpu()[None])
+        if pair_H is not None:
+            add(f"gap H{pair_H}", err - err[[max(j, 0) for j in partner]])
+    mean = {k: v[0] / n for k, v in sums.items()}
+    se = {k: ((v[1] - n * mean[k] ** 2).clamp_min(0) / (n - 1)).sqrt() / math.sqrt(n) for k, v in sums.items()}
+    scale = {f"gap {k}": torch.tensor(closed[k]) for k in gammas}  # per task
+    scale["prefers shared"] = mean["delta2"][0]  # E(y_shared - y_all)^2 per task
+    if pair_H is not None:
+        scale[f"gap H{pair_H}"] = torch.tensor(closed["support"])
+    rows = []
+    for k, r in enumerate(runs):
+        for t in range(N):
+            row = {"H": r.spec.model.heads, "seed": r.spec.seed, "task": t + 1, "loss": float(mean["loss"][k, t]),
+                   "se": float(se["loss"][k, t]), "mode": mode_of[k]}
+            for name, sc in scale.items():
+                missing = name == f"gap H{pair_H}" and partner[k] < 0
+                row[name] = float("nan") if missing else float(mean[name][k, t] / sc[t])
+                row[name + " se"] = float("nan") if missing else float(se[name][k, t] / sc[t])
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
-def relative_gaps(values, reference) -> list[float]:
-    """``[values[t] / reference[t] - 1 for t in reference's index]``: per-task relative gaps of
-    losses to a reference (two ``pandas.Series`` indexed by task).  Chapter 7's loss claims."""
-    return [float(values[t] / reference[t] - 1) for t in reference.index]
+def loss_gap_estimates(losses: "pandas.DataFrame", H: int, column: str, level: float = LEVEL) -> dict[int, Estimate]:  # noqa: F821,E501
+    """Per task (1-based keys): the median over the seeds of ``H`` heads of ``losses[column]`` (a
+    paired gap of :func:`task_loss_table`) with :func:`~icl_lib.paper1.anisotropic.seed_median_ci`,
+    widened by the largest paired se (``column + " se"``); empty without such rows.  Chapter 7's loss
+    claims combine the tasks with ``largest``, ``smallest`` or ``envelope``."""
+    rows = losses[(losses["H"] == H) & losses[column].notna()]
+    return {int(t): seed_median_ci(g[column], g[column + " se"], level) for t, g in rows.groupby("task")}
+
+
+def mode_estimates(modes: dict, N: int, level: float = LEVEL) -> dict[int, Estimate]:
+    """``{H: fraction of the seeds in the paper's mode}`` with its Clopper-Pearson interval (paper 1,
+    B.4; chapter 7's mode claims)."""
+    frac = paper_mode_fractions(modes, N)
+    return {int(H): proportion_ci(int(r["in mode"]), int(r["seeds"]), level) for H, r in frac.iterrows()}
+
+
+def global_pattern_estimates(gp: "pandas.DataFrame", level: float = LEVEL) -> dict[str, Estimate]:  # noqa: F821
+    """For each column of :func:`global_pattern_table`: the largest over head counts of the median
+    over seeds (order-statistic intervals, combined by
+    :func:`~icl_lib.paper1.anisotropic.largest`): "for every H" (paper 1, B.4; chapter 7)."""
+    return {col: largest({f"H={H}": median_ci(g[col], level) for H, g in gp.groupby(level="H")}) for col in gp.columns}
+
+
+def shared_ratio_estimates(modes: dict, level: float = LEVEL) -> dict:
+    """The shared / single-task KQ ratio of B.4 (i)-(ii): ``{(H, "mode"): Estimate, (H, "all"):
+    Estimate}`` for ``H = 1`` (``kernel`` seeds) and ``H = 2`` (``shared-dGD`` seeds), medians over those
+    seeds and over all seeds of ``H`` (order-statistic intervals); keys without seeds are absent."""
+    out = {}
+    for H, want in ((1, "kernel"), (2, "shared-dGD")):
+        ss = modes.get(H, [])
+        for key, vals in (("mode", [s.shared_ratio for s in ss if s.mode == want]),
+                          ("all", [s.shared_ratio for s in ss])):
+            vals = [v for v in vals if not np.isnan(v)]
+            if vals:
+                out[(H, key)] = median_ci(vals, level)
+    return out
+
+
+def gamma_off_estimates(modes: dict, level: float = LEVEL) -> dict[int, Estimate]:
+    """``{H: median over seeds of max_n RMS(Gamma_n off S_n) / RMS(Gamma_n on S_n)}`` with its
+    order-statistic interval: is the worse task's effective pre-conditioner on its support (paper 1, C.3; chapter 7)?"""
+    return {H: median_ci([max(s.gamma_off_ratio) for s in ss], level) for H, ss in modes.items()}
 
 
 def mode_history_fractions(sweep: dict, data: DataConfig):

@@ -24,9 +24,7 @@ from icl_lib.paper1.multitask import (
     expected_mode,
     global_pattern,
     global_pattern_table,
-    median_gamma_off,
     mode_history_fractions,
-    model_task_risk,
     optimal_gamma_shared,
     paper_mode_fractions,
     paper_mode_table,
@@ -34,13 +32,18 @@ from icl_lib.paper1.multitask import (
     per_model_table,
     predicted_shared_ratio,
     reference_risks,
-    relative_gaps,
     shared_and_single,
     shown_seeds,
     support_gamma,
     task_batch,
     task_loss_table,
+    loss_gap_estimates,
+    mode_estimates,
+    global_pattern_estimates,
+    shared_ratio_estimates,
+    gamma_off_estimates,
 )
+from icl_lib.stats import median_ci, proportion_ci
 
 from typing import Callable
 
@@ -261,14 +264,46 @@ def test_modes_on_hand_built_circuits():
     assert tab.loc[3, "KQ task 1 only"] == 0 and tab.loc[3, "KQ shared"] == pytest.approx(w)
 
 
-def test_model_task_risk_splits_model_risk():
+@torch.no_grad()
+def per_task_risk(model, data: DataConfig, n: int, seed: int, chunk: int = 2_000):
+    """Per-task squared errors of every model of an ensemble on ``n`` fresh prompts, written
+    directly: ``(mean (R, N), std error (R, N), errors (R, n, N))``."""
+    e = torch.cat([((model(b) - b.yq) ** 2) for b in sample_chunks(data, n, seed, chunk, dtype=model.Q.dtype)], 1)
+    return e.mean(1), e.std(1) / math.sqrt(e.shape[1]), e
+
+
+def test_per_task_risk_splits_model_risk():
     gen = torch.Generator().manual_seed(2)
     model = AttentionEnsemble([1, 3], 6, n_tasks=2, R=2, dtype=torch.float64)
     model.reset_parameters([gen, gen])
-    per_task, _ = model_task_risk(model, DATA, n=3000, seed=4)
+    per_task, _, _ = per_task_risk(model, DATA, n=3000, seed=4)
     total, _ = model_risk(model, DATA, n=3000, seed=4)
     assert per_task.shape == (2, 2)
     assert torch.allclose(per_task.mean(-1), total, rtol=1e-10)
+
+
+def test_label_rescaling_is_undone_by_the_label_columns_of_k_v_and_the_rows_of_o():
+    """The authors' multi-task data is this book's with task n's labels multiplied by c_n = sqrt(s_n)
+    (and a noiseless query label): K_h, V_h with their label columns divided by c_n and O_h with row n
+    multiplied by c_n predict c_n times the original model's output on the rescaled tokens."""
+    gen = torch.Generator().manual_seed(5)
+    model = AttentionEnsemble([3], 6, n_tasks=2, R=1, dtype=torch.float64)
+    model.reset_parameters([gen])
+    with torch.no_grad():  # make the label columns of K and V matter
+        model.K.add_(0.3 * torch.randn(model.K.shape, generator=gen, dtype=torch.float64))
+    b = sample_batch(DATA, 64, 3, dtype=torch.float64)
+    c = torch.tensor([2.0, 0.5], dtype=torch.float64)  # per-task label scales
+    scale = torch.cat([torch.ones(6, dtype=torch.float64), c])  # (D,) on the token rows
+    scaled = b._replace(tokens=b.tokens * scale[:, None])
+    other = AttentionEnsemble([3], 6, n_tasks=2, R=1, dtype=torch.float64)
+    with torch.no_grad():
+        other.Q.copy_(model.Q)
+        other.K.copy_(model.K / scale)  # columns of K_h: divide the label columns by c_n
+        other.V.copy_(model.V / scale)
+        other.O.copy_(model.O * c[:, None])  # row n of O_h times c_n
+        want = model(b) * c  # (1, B, N)
+        torch.testing.assert_close(other(scaled), want, rtol=1e-10, atol=1e-12)
+        assert not torch.allclose(model(scaled), want, rtol=1e-3)  # the plain model is not invariant
 
 
 def test_global_pattern_and_expected_modes():
@@ -369,8 +404,9 @@ def test_chapter7_mode_tables_on_hand_built_models():
     assert per.loc[(1, 5), "shared/single KQ"] == pytest.approx(1.5)
     # leaky: Gamma_n = 4 W on every coordinate, so off/on = 1 for both tasks; allocated: 0
     assert per.loc[(4, 5), "Gamma_1 off/on"] == pytest.approx(1.0) and per.loc[(4, 6), "Gamma_2 off/on"] == 0
-    off = median_gamma_off(modes)
-    assert off[4] == pytest.approx(0.5) and off[3] < 1e-12
+    off = gamma_off_estimates(modes)
+    assert off[4].value == pytest.approx(0.5) and off[3].value < 1e-12
+    assert off[4] == median_ci([max(s.gamma_off_ratio) for s in modes[4]])
 
 
 def test_global_pattern_table_rows_follow_the_sweep():
@@ -387,12 +423,13 @@ def test_task_loss_table_matches_each_model_alone():
     """Each row is that model's loss on the shared prompts, computed here for the model alone."""
     sweep, modes = _sweep()
     tab = task_loss_table(sweep, modes, DATA, n=500, seed=9)
-    assert len(tab) == 5 * 2 and list(tab.columns) == ["H", "seed", "task", "loss", "se", "mode"]
+    assert len(tab) == 5 * 2 and list(tab.columns)[:6] == ["H", "seed", "task", "loss", "se", "mode"]
+    assert "gap H4" not in tab.columns  # no pair_H
     k = 0
     for H, runs in sweep.items():
         for r, s in zip(runs, modes[H]):
             model = AttentionEnsemble.from_circuits(r.KQ[None], r.OV[None], 6).requires_grad_(False)
-            risk, se = model_task_risk(model, DATA, n=500, seed=9)  # (1, N)
+            risk, se, _ = per_task_risk(model, DATA, n=500, seed=9)  # (1, N)
             for t in range(2):
                 row = tab.iloc[2 * k + t]
                 assert (row["H"], row["seed"], row["task"], row["mode"]) == (H, r.spec.seed, t + 1, s.mode)
@@ -401,12 +438,82 @@ def test_task_loss_table_matches_each_model_alone():
             k += 1
 
 
-def test_relative_gaps_per_task():
-    import pandas as pd
+def test_task_loss_table_paired_columns_against_a_direct_computation():
+    """Each gap is the mean per-prompt difference of squared errors (model minus reference, or minus
+    the same seed's H = 4 model) over the reference's closed-form risk, its se that of the
+    differences; "prefers shared" is +1 for the shared-weighted debiased GD itself and -1 for the
+    all-coordinate one."""
+    sweep, modes = _sweep()
+    n, seed = 600, 9
+    tab = task_loss_table(sweep, modes, DATA, n=n, seed=seed, pair_H=4, chunk=250)
+    runs = [r for rs in sweep.values() for r in rs]
+    alone = [AttentionEnsemble.from_circuits(r.KQ[None], r.OV[None], 6).requires_grad_(False) for r in runs]
+    e = torch.cat([per_task_risk(m, DATA, n=n, seed=seed, chunk=250)[2] for m in alone])  # (5, n, N)
+    g_all = [support_gamma(DATA, t, "all") for t in range(2)]
+    g_sh = optimal_gamma_shared(DATA)
+    b = torch.cat([x.tokens for x in sample_chunks(DATA, n, seed, 250)])
+    b = sample_chunks(DATA, n, seed, n).__next__()._replace(tokens=b)
+    p_all = torch.stack([debiased_gd_diag_predict(b, t, g_all[t]) for t in range(2)], -1)  # (n, N)
+    p_sh = torch.stack([debiased_gd_diag_predict(b, t, g_sh) for t in range(2)], -1)
+    with torch.no_grad():
+        outs = [torch.cat([m(x)[0] for x in sample_chunks(DATA, n, seed, 250, dtype=m.Q.dtype)]) for m in alone]
+    for k, r in enumerate(runs):
+        for t in range(2):
+            row = tab[(tab.H == r.spec.model.heads) & (tab.seed == r.spec.seed) & (tab.task == t + 1)].iloc[0]
+            diff = e[k, :, t] - (p_all[:, t] - b.yq[:, t]) ** 2
+            R_all = debiased_gd_diag_risk(g_all[t], DATA, t)
+            assert row["gap all"] == pytest.approx(float(diff.mean()) / R_all, rel=1e-6)
+            assert row["gap all se"] == pytest.approx(float(diff.std() / math.sqrt(n)) / R_all, rel=1e-6)
+            pref = ((outs[k][:, t] - p_all[:, t]) ** 2 - (outs[k][:, t] - p_sh[:, t]) ** 2).mean()
+            assert row["prefers shared"] == pytest.approx(float(pref / ((p_sh[:, t] - p_all[:, t]) ** 2).mean()),
+                                                          rel=1e-6)
+            partner = {5: 3, 6: 4}.get(r.spec.seed)  # the H = 4 run of the same seed
+            if r.spec.seed in (5, 6):
+                d4 = e[k, :, t] - e[partner, :, t]
+                R_sup = debiased_gd_diag_risk(support_gamma(DATA, t, "support"), DATA, t)
+                assert row["gap H4"] == pytest.approx(float(d4.mean()) / R_sup, rel=1e-6, abs=1e-12)
+    h4 = tab[tab.H == 4]
+    assert (h4["gap H4"] == 0).all() and (h4["gap H4 se"] == 0).all()
 
-    ref = pd.Series([0.2, 0.4], index=pd.Index([1, 2], name="task"))
-    val = pd.Series([0.25, 0.3], index=pd.Index([1, 2], name="task"))
-    assert relative_gaps(val, ref) == pytest.approx([0.25, -0.25])
+
+def test_task_loss_table_prefers_shared_is_plus_one_on_the_reference_itself():
+    """A model that is (to first order) the shared-weighted debiased GD prefers it: +1 up to the
+    softmax's linearisation error; the all-coordinate one gives about -1."""
+    from icl_lib.paper1.multitask import classify_mode as cm
+    L, s = DATA.L, 1e-3  # omega = s gamma, mu = +-1/s: Gamma_n = gamma up to O(s)
+    out = {}
+    for name, g in (("shared", optimal_gamma_shared(DATA)), ("all", support_gamma(DATA, 0, "all"))):
+        om = [[s * v / 2 for v in g.tolist()], [-s * v / 2 for v in g.tolist()]]
+        KQ, OV = _circuits(om, [[1 / s, 1 / s], [-1 / s, -1 / s]])
+        run = _run(KQ, OV, 0)
+        sweep = {2: [run]}
+        tab = task_loss_table(sweep, {2: [cm(run.KQ, run.OV, DATA)]}, DATA, n=4000, seed=1)
+        out[name] = tab["prefers shared"].tolist()
+    assert out["shared"] == pytest.approx([1, 1], abs=0.1) and out["all"] == pytest.approx([-1, -1], abs=0.1)
+
+
+def test_chapter7_estimates_are_the_stats_intervals_of_the_tables():
+    import pandas as pd
+    from icl_lib.paper1.anisotropic import largest, seed_median_ci
+
+    sweep, modes = _sweep()
+    frac = mode_estimates(modes, 2)
+    assert frac[4] == proportion_ci(1, 2) and frac[1] == proportion_ci(2, 2) and frac[3] == proportion_ci(1, 1)
+    gp = global_pattern_table(sweep, DATA)
+    ge = global_pattern_estimates(gp)
+    want = largest({f"H={H}": median_ci(g["KQ off-diagonal"]) for H, g in gp.groupby(level="H")})
+    assert ge["KQ off-diagonal"] == want and ge["KQ off-diagonal"].value == pytest.approx(0.1 * W / (4 * W) / 2)
+    ratios = shared_ratio_estimates(modes)
+    assert set(ratios) == {(1, "mode"), (1, "all")}  # no H = 2 in the sweep
+    assert ratios[(1, "mode")] == median_ci([s.shared_ratio for s in modes[1]])
+    rows = pd.DataFrame({"H": [2] * 8, "task": [1, 2] * 4, "gap shared": [0.01, 0.02, 0.03, -0.01, 0.0, 0.05, 0.02, 0.0],
+                         "gap shared se": [0.001] * 7 + [0.004]})
+    rows.loc[8] = [3, 1, 9.0, 0.1]  # another H: left out
+    est = loss_gap_estimates(rows, 2, "gap shared")
+    assert set(est) == {1, 2}
+    assert est[1] == seed_median_ci([0.01, 0.03, 0.0, 0.02], [0.001] * 4)
+    assert est[2] == seed_median_ci([0.02, -0.01, 0.05, 0.0], [0.001] * 3 + [0.004])
+    assert loss_gap_estimates(rows, 4, "gap shared") == {}
 
 
 def test_mode_history_fractions_count_the_seeds_in_the_paper_mode():
