@@ -39,16 +39,21 @@ SETTINGS: dict[str, dict[str, dict]] = {
     },
     "paper2.ch8": {
         "quick": dict(
-            n=128, K=16, steps=300, steps_pop=400, kappas=(1, 4, 16, 64), R_kappa=4, steps_kappa=3000,
+            n=128, K=8, steps=300, steps_pop=400, kappas=(1, 4, 16, 64), R_kappa=4, steps_kappa=3000,
             init_scales=(1e-1, 1e-2, 1e-3, 1e-4, 1e-6), n_gap=(8, 16, 32, 64, 128, 256, 512), mc_tokens=2**18,
-            n_dist=(16, 64, 256, 1024, 4096), R_dist=8, floor_multiples=(16, 24, 32, 48, 64), R_floor=4,
-            steps_floor=60,
+            n_dist=(16, 64, 256, 1024, 4096), R_dist=8, floor_multiples=(16, 24, 32, 48, 64), R_floor=8,
+            steps_floor=60, R_compare=4, rate_start=0.5, n_rate=512, K_rate=2, R_rate=8, steps_rate=60,
+            distances=(0.01, 0.03, 0.1, 0.3, 1.0), n_dirs=64, n_basin=64, bias_multiples=(4, 8, 16, 32, 64),
+            bias_tokens=2**17, R_bias=4,
         ),
         "paper": dict(
             n=512, K=32, steps=400, steps_pop=600, kappas=(1, 4, 16, 64, 256), R_kappa=8, steps_kappa=20000,
             init_scales=(1e-1, 1e-2, 1e-3, 1e-4, 1e-6, 1e-8), n_gap=(8, 16, 32, 64, 128, 256, 512, 1024, 2048),
             mc_tokens=2**20, n_dist=(16, 64, 256, 1024, 4096, 16384), R_dist=32,
-            floor_multiples=(16, 24, 32, 48, 64, 96, 128, 192, 256), R_floor=8, steps_floor=80,
+            floor_multiples=(16, 24, 32, 48, 64, 96, 128, 192, 256), R_floor=8, steps_floor=80, R_compare=8,
+            rate_start=0.5, n_rate=1024, K_rate=2, R_rate=16, steps_rate=80,
+            distances=(0.01, 0.03, 0.1, 0.2, 0.3, 0.5, 1.0), n_dirs=128, n_basin=256,
+            bias_multiples=(4, 8, 16, 32, 64, 128), bias_tokens=2**20, R_bias=8,
         ),
     },
 }

@@ -246,13 +246,20 @@ class P2Run:
     B0: torch.Tensor  # (R, d, d)
     start: SpectralStart = field(repr=False)
     excess_bar: torch.Tensor | None = None  # (R,) excess population loss of (A_bar, B_bar)
+    A_hist: torch.Tensor | None = None  # (T+1, R, p, d) every iterate (``run(..., keep=True)``)
+    B_hist: torch.Tensor | None = None  # (T+1, R, d, d)
 
 
-def run(problem: Problem, method: Method | str, cfg: RunConfig, seed: int = 0) -> P2Run:
+def run(problem: Problem, method: Method | str, cfg: RunConfig, seed: int = 0, keep: bool = False,
+        theta0: tuple[torch.Tensor, torch.Tensor] | None = None) -> P2Run:
     """Run ``method`` on the ``R`` problems with the oracle and schedule of ``cfg`` (chapter 8).
 
     The initialisation sample, the random start and the oracle's batches come from independent
     streams derived from ``seed``; two methods run with the same seed share the spectral start.
+    ``keep=True`` also keeps every iterate (``A_hist``, ``B_hist``).  ``theta0 = (A0, B0)`` starts
+    the iteration there instead; the step size and the preconditioner still come from the spectral
+    start of the initialisation sample, so two runs with the same seed and different ``theta0`` see
+    the same oracle batches, step and preconditioner (chapter 8 couples them so).
     """
     if isinstance(method, str):
         method = METHODS[check_choice("method", method, tuple(METHODS))]
@@ -262,7 +269,9 @@ def run(problem: Problem, method: Method | str, cfg: RunConfig, seed: int = 0) -
     g_init = generator(seed, "init-sample", device=dev)
     X0, Y0 = sample(problem, 1, cfg.n_init, g_init)
     start = spectral_init(X0[:, 0], Y0[:, 0])
-    if method.init == "spectral":
+    if theta0 is not None:
+        A, B = theta0[0].clone(), theta0[1].clone()
+    elif method.init == "spectral":
         A, B = start.A0.clone(), start.B0.clone()
     else:
         g_rand = generator(seed, "random-start", device=dev)
@@ -285,10 +294,14 @@ def run(problem: Problem, method: Method | str, cfg: RunConfig, seed: int = 0) -
     excess = torch.empty(T + 1, R, dtype=A.dtype, device=dev)
     norms = torch.empty(T + 1, R, dtype=A.dtype, device=dev)
     A_sum, B_sum, n_sum = torch.zeros_like(A0), torch.zeros_like(B0), 0
+    A_hist = torch.empty((T + 1,) + A.shape, dtype=A.dtype, device=dev) if keep else None
+    B_hist = torch.empty((T + 1,) + B.shape, dtype=B.dtype, device=dev) if keep else None
 
     def record(t, A, B):
         excess[t] = excess_loss(A, B, problem.M, problem.Sigma)
         norms[t] = (A.pow(2).sum((1, 2)) + B.pow(2).sum((1, 2))).sqrt()
+        if keep:
+            A_hist[t], B_hist[t] = A, B
 
     with torch.no_grad():
         record(0, A, B)
@@ -309,4 +322,4 @@ def run(problem: Problem, method: Method | str, cfg: RunConfig, seed: int = 0) -
     A, B = A.detach(), B.detach()
     A_bar, B_bar = A_sum / n_sum, B_sum / n_sum
     return P2Run(method, eta, excess, norms, A, B, A_bar, B_bar, A0, B0, start,
-                 excess_loss(A_bar, B_bar, problem.M, problem.Sigma))
+                 excess_loss(A_bar, B_bar, problem.M, problem.Sigma), A_hist, B_hist)

@@ -9,7 +9,12 @@ check:
 * :func:`rate_vs_kappa`        -- fitted rates against the condition number of ``Sigma``;
 * :func:`escape_vs_init_scale` -- plain GD from small random starts near the saddle ``theta = 0``;
 * :func:`spectral_distance_vs_n` -- the spectral start's distance to the minima (Lemma 3);
-* :func:`floor_vs_n`           -- the error floor of Algorithm 1 against ``n`` (Theorem 2).
+* :func:`floor_vs_n`           -- the error floor of Algorithm 1 against ``n`` (Theorem 2);
+* :func:`one_point_scan`       -- one-point strong convexity and smoothness near ``S`` (Theorem 1(iii));
+* :func:`spectral_start_distances` -- many spectral starts' distances to ``S`` (Lemma 3);
+* :func:`bias_vs_n`            -- the oracle's gradient bias against ``n`` (Theorem 3);
+* :func:`finite_rate`          -- Algorithm 1 with both oracles from one far start (Theorem 2's ``mu^m``);
+* :func:`comparison_table`     -- the finite-n floors of the methods, paired over problems.
 
 The matrices are tiny (``d, p`` of a few units) and batched, so one CPU thread is as fast as two and
 does not suffer from a shared machine: the drivers run under :func:`single_thread` on the CPU.
@@ -26,10 +31,21 @@ import torch
 from ..engine.profiles import profile_settings
 from ..seeding import derive_seed, generator
 from ..validate import check_float, check_float_list, check_int, check_int_list
-from .algorithms import P2Run, RunConfig, run, spectral_init
-from .analysis import balance, geometric_rate, manifold_distance, mc_loss
+from .algorithms import METHODS, P2Run, RunConfig, run, spectral_init
+from .analysis import (
+    balance,
+    geometric_rate,
+    gradient_bias,
+    hessian_P,
+    manifold_distance,
+    manifold_point,
+    mc_loss,
+    one_point_ratios,
+    p_norm,
+    ratio_ci,
+)
 from .data import P2Config, Problem, make_problem, sample
-from .loss import Q_P_geometry, excess_loss, population_Q
+from .loss import excess_loss
 
 __all__ = [
     "Ch8Settings",
@@ -42,8 +58,11 @@ __all__ = [
     "escape_time",
     "spectral_distance_vs_n",
     "floor_vs_n",
-    "q_identity_error",
-    "spectral_identity_error",
+    "one_point_scan",
+    "spectral_start_distances",
+    "bias_vs_n",
+    "finite_rate",
+    "comparison_table",
     "factor_balance",
     "convergence_values",
 ]
@@ -68,10 +87,23 @@ class Ch8Settings:
     floor_multiples: tuple  # sequence lengths for the error floor, in units of d (see n_floor)
     R_floor: int  # problems per sequence length
     steps_floor: int  # iterations per floor run (the last half is averaged)
+    R_compare: int  # problems of the finite-n comparison of the methods
+    rate_start: float  # P-distance of the finite-n rate runs' start from S, relative to ||theta*||_P
+    n_rate: int  # oracle length of the finite-n rate runs (a low floor leaves a long geometric phase)
+    K_rate: int  # sequences per oracle call of those runs
+    R_rate: int  # problems of those runs
+    steps_rate: int  # iterations of the finite-n rate runs
+    distances: tuple  # P-distances from S, relative to ||theta*||_P, of the one-point scan (Theorem 1(iii))
+    n_dirs: int  # random directions of that scan (besides the Hessian's eigen-directions)
+    n_basin: int  # spectral starts whose distance is compared with the scan's neighbourhood
+    bias_multiples: tuple  # sequence lengths of the gradient-bias Monte Carlo (Theorem 3), in units of d
+    bias_tokens: int  # K * n per sequence length in that Monte Carlo
+    R_bias: int  # problems of that Monte Carlo
 
     def __post_init__(self):
         for name in ("n", "K", "steps", "steps_pop", "R_kappa", "steps_kappa", "mc_tokens", "R_dist", "R_floor",
-                     "steps_floor"):
+                     "steps_floor", "R_compare", "n_rate", "K_rate", "R_rate", "steps_rate", "n_dirs", "n_basin",
+                     "bias_tokens", "R_bias"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), 1))
         object.__setattr__(self, "n", check_int("n", self.n, 2))
         object.__setattr__(self, "kappas", check_float_list("kappas", self.kappas, 1.0))
@@ -79,7 +111,13 @@ class Ch8Settings:
         object.__setattr__(self, "n_gap", check_int_list("n_gap", self.n_gap, 1))
         object.__setattr__(self, "n_dist", check_int_list("n_dist", self.n_dist, 2))
         object.__setattr__(self, "floor_multiples", check_int_list("floor_multiples", self.floor_multiples, 2))
-        for name in ("n_gap", "n_dist", "floor_multiples"):
+        object.__setattr__(self, "bias_multiples", check_int_list("bias_multiples", self.bias_multiples, 1))
+        object.__setattr__(self, "distances", check_float_list("distances", self.distances, 0.0, 10.0, True))
+        object.__setattr__(self, "R_compare", check_int("R_compare", self.R_compare, 2))
+        object.__setattr__(self, "R_rate", check_int("R_rate", self.R_rate, 2))
+        object.__setattr__(self, "R_bias", check_int("R_bias", self.R_bias, 2))
+        object.__setattr__(self, "rate_start", check_float("rate_start", self.rate_start, 0.0, 1.0, True))
+        for name in ("n_gap", "n_dist", "floor_multiples", "bias_multiples"):
             if len(getattr(self, name)) < 3:
                 values = list(getattr(self, name))
                 raise ValueError(f"{name}={values!r} is invalid: accepted at least 3 values (a slope is fitted)")
@@ -95,6 +133,15 @@ class Ch8Settings:
         from ``P`` (paper 2, Lemma 4 needs it close) and Algorithm 1 can diverge.
         """
         return tuple(m * d for m in self.floor_multiples)
+
+    def n_bias(self, d: int) -> tuple:
+        """Sequence lengths of the gradient-bias Monte Carlo (Theorem 3): ``bias_multiples`` times ``d``."""
+        return tuple(m * d for m in self.bias_multiples)
+
+    @property
+    def K_low(self) -> int:
+        """The smaller batch of the floor's noise test: a quarter of ``K`` (at least 1)."""
+        return max(1, self.K // 4)
 
 
 def ch8_settings(profile: str, **overrides) -> Ch8Settings:
@@ -234,49 +281,150 @@ def floor_vs_n(problem: Problem, ns, run_cfg: RunConfig, method: str = "alg1", s
 
 
 # ------------------------------------------------------------------------------ chapter 8's checks
-def q_identity_error(cfg: P2Config, seed: int = 0, R: int = 16) -> float:
-    """Largest relative difference between ``Q = L + R`` (:func:`population_Q`) and the paper's
-    P-geometry expression (:func:`Q_P_geometry`) over ``R`` random points ``A (p, d)``,
-    ``B (d, d)`` with i.i.d. ``N(0, 1)`` entries, each on its own problem of the family ``cfg``
-    (paper 2, Section 4; chapter 8)."""
-    gen = generator(seed, "identity-check")
-    A = torch.randn(R, cfg.p, cfg.d, generator=gen, dtype=torch.float64)
-    B = torch.randn(R, cfg.d, cfg.d, generator=gen, dtype=torch.float64)
-    pr = make_problem(cfg, R=R, seed=derive_seed(seed, "problems-many"))
-    q_sum = population_Q(A, B, pr.M, pr.Sigma, pr.noise_var)
-    q_geo = Q_P_geometry(A, B, pr.M, pr.Sigma, pr.noise_var)
-    return ((q_sum - q_geo).abs() / q_sum.abs()).max().item()
-
-
-def spectral_identity_error(problem: Problem, n: int, seed: int = 0) -> tuple[float, float]:
-    """``max |A_0 Sigma_hat B_0^T - M_hat|`` for the spectral start from one fresh sample of ``n``
-    pairs (zero up to round-off: paper 2, Section 5 and Appendix B.3), and the mean ``|M_hat|``
-    entry it compares with.  Chapter 8."""
-    X, Y = sample(problem, 1, n, generator(seed, "identity-sample"))
-    st = spectral_init(X[:, 0], Y[:, 0])
-    err = (st.A0 @ st.Sigma_hat @ st.B0.transpose(-1, -2) - st.M_hat).abs().max().item()
-    return err, st.M_hat.abs().mean().item()
-
-
 def factor_balance(problem: Problem, runs: dict[str, P2Run], methods) -> dict[str, tuple[float, float, float]]:
     """``{method: (||A~^T A~ - B~^T B~||_F, ||A~||_F, ||B~||_F)}`` of each run's last iterate on the
     first problem (:func:`~icl_lib.paper2.analysis.balance`): does the method keep the factors
     balanced (paper 2, Section 4's regulariser)?  Chapter 8."""
-    return {m: tuple(t.item() for t in balance(problem, runs[m].A, runs[m].B)) for m in methods}
+    return {m: tuple(t[0].item() for t in balance(problem.member(0), runs[m].A[:1], runs[m].B[:1]))
+            for m in methods}
 
 
 def convergence_values(rates: dict, runs_fin: dict[str, P2Run], z: dict[str, float], bal: dict) -> dict[str, float]:
     """The numbers chapter 8 quotes about the method comparison (Theorem 2), as a dict to glue:
     the fitted rates ``mu_*`` of the population-oracle runs (``rates``: method -> RateFit), the
-    finite-n floors and starts (``runs_fin``), the drift statistics ``z`` and the balance ``bal``
+    finite-n floors and starts of the first problem (``runs_fin``), the drift statistics ``z`` and the balance ``bal``
     (:func:`factor_balance`) of Algorithm 1 and of the run without the regulariser."""
     a1 = runs_fin["alg1"]
-    floor = a1.excess_bar.item()
+    floor = a1.excess_bar[0].item()
     vals = {"mu_alg1": rates["alg1"].mu, "r2_alg1": rates["alg1"].r2, "mu_left": rates["alg1_left"].mu,
             "mu_noprec": rates["no_precond"].mu, "mu_gd": rates["gd"].mu, "mu_adam": rates["adam"].mu,
             "floor_fin": floor, "start_fin": a1.excess[0, 0].item(),
-            "floor_noreg": runs_fin["no_reg"].excess_bar.item(), "z_alg1": z["alg1"], "z_noreg": z["no_reg"],
+            "floor_noreg": runs_fin["no_reg"].excess_bar[0].item(), "z_alg1": z["alg1"], "z_noreg": z["no_reg"],
             "imb_alg1": bal["alg1"][0], "imb_noreg": bal["no_reg"][0], "B_alg1": bal["alg1"][2],
-            "B_noreg": bal["no_reg"][2], "floor_adam": runs_fin["adam"].excess_bar.item(),
+            "B_noreg": bal["no_reg"][2], "floor_adam": runs_fin["adam"].excess_bar[0].item(),
             "start_ratio": a1.excess[0, 0].item() / floor}
     return {k: float(v) for k, v in vals.items()}
+
+
+def _repeat(problem: Problem, N: int) -> Problem:
+    """The first problem ``N`` times (leading dimension ``N``)."""
+    pr = problem.member(0)
+    return Problem(*(t.expand(N, *t.shape[1:]).contiguous() for t in (pr.M, pr.Sigma, pr.Sigma_half, pr.M_tilde)),
+                   pr.noise_std)
+
+
+def one_point_scan(problem: Problem, distances, n_random: int, seed: int = 0, null_tol: float = 1e-8) -> dict:
+    """One-point strong convexity and smoothness of ``Q`` near ``S`` in the P-geometry (paper 2,
+    Theorem 1(iii)), along directions at several distances, on the first problem (chapter 8).
+
+    The directions are ``n_random`` Gaussian ones and the eigen-directions of the P-geometry Hessian
+    of ``Q`` at ``theta* = theta(I)`` across ``S`` (:func:`~icl_lib.paper2.analysis.hessian_P`), each of
+    unit P-norm; the points are ``theta* + r ||theta*||_P u``.  At each point
+    :func:`~icl_lib.paper2.analysis.one_point_ratios` projects onto ``S`` and measures ``a`` and ``b``.
+    The local constants are ``alpha`` (smallest Hessian eigenvalue across ``S``) and ``beta``
+    (largest, squared); ``null_Q``/``null_L`` count the Hessian eigenvalues below ``null_tol``
+    times the largest with and without the regulariser (``dim S = d(d-1)/2``; ``L`` alone is flat
+    along ``d^2`` directions).  Returns ``{"r": (S,), "dist": (S, U), "a": (S, U), "b": (S, U),
+    "alpha", "beta", "null_Q", "null_L", "n_random", "scale"}``, ``U`` the directions.
+    """
+    check_int("n_random", n_random, 0)
+    pr = problem.member(0)
+    A_s, B_s = manifold_point(pr)
+    lam, dirs = hessian_P(pr, A_s, B_s, True)
+    lam_L, _ = hessian_P(pr, A_s, B_s, False)
+    m = pr.d * (pr.d - 1) // 2
+    null_Q = int((lam.abs() < null_tol * lam.abs().max()).sum())
+    null_L = int((lam_L.abs() < null_tol * lam_L.abs().max()).sum())
+    gen = generator(seed, "one-point-directions")
+    G = torch.randn(n_random, pr.p + pr.d, pr.d, generator=gen, dtype=pr.M.dtype)
+    U = torch.cat([G, dirs[m:]])  # (U, p+d, d)
+    nU = U.shape[0]
+    Up = p_norm(_repeat(pr, nU), U[:, : pr.p], U[:, pr.p :])
+    U = U / Up[:, None, None]
+    scale = p_norm(pr, A_s, B_s).item()  # ||theta*||_P
+    rs = torch.tensor(distances, dtype=pr.M.dtype)
+    N = len(rs) * nU
+    step = (rs[:, None, None, None] * scale * U[None]).reshape(N, pr.p + pr.d, pr.d)
+    big = _repeat(pr, N)
+    with single_thread(pr.M.device):
+        res = one_point_ratios(big, A_s[0] + step[:, : pr.p], B_s[0] + step[:, pr.p :], True)
+    shape = (len(rs), nU)
+    return {"r": rs, "dist": res["dist"].reshape(shape) / scale, "a": res["a"].reshape(shape),
+            "b": res["b"].reshape(shape), "alpha": lam[m].item(), "beta": lam[-1].item() ** 2, "null_Q": null_Q,
+            "null_L": null_L, "n_random": n_random, "scale": scale}
+
+
+def spectral_start_distances(problem: Problem, n: int, N: int, seed: int = 0) -> torch.Tensor:
+    """P-distances to ``S``, relative to ``||theta*||_P``, of ``N`` spectral starts of the first
+    problem, each from its own fresh sample of ``n`` pairs (paper 2, Lemma 3): ``(N,)``.  Chapter 8."""
+    pr = _repeat(problem, check_int("N", N, 1))
+    X, Y = sample(pr, 1, check_int("n", n, 2), generator(seed, "basin-samples", device=pr.M.device))
+    st = spectral_init(X[:, 0], Y[:, 0])
+    with single_thread(pr.M.device):
+        dist = manifold_distance(pr, st.A0, st.B0, "P", restarts=0)
+    A_s, B_s = manifold_point(problem.member(0))
+    return dist / p_norm(problem.member(0), A_s, B_s)
+
+
+def bias_vs_n(problem: Problem, points: dict, ns, tokens: int, seed: int = 0) -> dict:
+    """Theorem 3's squared gradient bias ``||E[grad Q_hat] - grad Q||_F^2`` against ``n`` at fixed
+    parameters (chapter 8): :func:`~icl_lib.paper2.analysis.gradient_bias` with
+    ``K = max(256, tokens // n)`` sequences per length.  ``points`` maps a label to ``(A, B)``.
+    Returns ``{label: {"n", "b2", "se", "noise"}}``, tensors ``(len(ns), R)``."""
+    out = {}
+    with single_thread(problem.M.device):
+        for label, (A, B) in points.items():
+            gen = generator(seed, f"gradient-bias-{label}", device=problem.M.device)
+            res = [gradient_bias(problem, A, B, n, max(256, tokens // n), gen) for n in ns]
+            out[label] = {"n": torch.tensor(ns, dtype=torch.float64), "b2": torch.stack([r.b2 for r in res]),
+                          "se": torch.stack([r.se for r in res]), "noise": torch.stack([r.noise for r in res])}
+    return out
+
+
+def finite_rate(problem: Problem, run_cfg: RunConfig, start_distance: float, seed: int = 0) -> dict:
+    """Algorithm 1 with the finite-n oracle of ``run_cfg`` and with the population oracle from the
+    same start, same step and preconditioner (paper 2, Theorem 2's ``mu^m`` term at finite ``n``;
+    chapter 8).  The start is ``theta* + r ||theta*||_P u`` per problem, ``theta* = theta(I)``,
+    ``r = start_distance`` and ``u`` a Gaussian direction of unit P-norm: far enough from ``S``
+    that the excess starts far above the floor.  Step and preconditioner come from the spectral
+    start of ``run_cfg.n_init`` samples.  Returns ``{"finite": excess (T+1, R), "population":
+    excess (T+1, R), "floor": (R,), "start": (R,)}``; the floor is the finite run's tail-averaged
+    excess, ``start`` the P-distance of the start from ``S`` relative to ``||theta*||_P``."""
+    check_float("start_distance", start_distance, 0.0, 1.0, True)
+    A_s, B_s = manifold_point(problem)
+    p = problem.p
+    gen = generator(seed, "finite-rate-start", device=problem.M.device)
+    U = torch.randn(problem.R, p + problem.d, problem.d, generator=gen, dtype=A_s.dtype, device=A_s.device)
+    scale = p_norm(problem, A_s, B_s)
+    U = U * (start_distance * scale / p_norm(problem, U[:, :p], U[:, p:]))[:, None, None]
+    theta0 = (A_s + U[:, :p], B_s + U[:, p:])
+    with single_thread(problem.M.device):
+        h = run(problem, "alg1", run_cfg, seed, theta0=theta0)
+        hp = run(problem, "alg1", dataclasses.replace(run_cfg, n=None), seed, theta0=theta0)
+        start = manifold_distance(problem, *theta0, "P", restarts=0) / scale
+    return {"finite": h.excess, "population": hp.excess, "floor": h.excess_bar, "start": start}
+
+
+def comparison_table(problem: Problem, runs: dict[str, P2Run], order, ref: str = "alg1", within: float = 1.5):
+    """The finite-n comparison of the methods on the ``R`` problems of ``problem`` (chapter 8; paper 2, Theorem 2),
+    one row per method: the floor (mean over problems, t interval), its ratio to ``ref``'s floor
+    paired over problems (geometric mean, t interval), the median number of steps until the excess
+    first comes within ``within`` times the method's own floor, and the median imbalance
+    ``||A~^T A~ - B~^T B~||_F`` of the last iterates.  Returns a pandas DataFrame."""
+    import pandas as pd
+
+    from ..stats import mean_ci
+
+    rows = []
+    for m in order:
+        h = runs[m]
+        f = h.excess_bar
+        fe = mean_ci(f.numpy())
+        ra = ratio_ci(f, runs[ref].excess_bar)
+        hit = (h.excess <= within * f).float()
+        t_hit = torch.where(hit.any(0), hit.argmax(0), torch.full_like(f, h.excess.shape[0] - 1, dtype=torch.long))
+        rows.append({"method": METHODS[m].label, "floor": fe.value, "floor lo": fe.lo, "floor hi": fe.hi,
+                     f"floor / {ref}": ra.value, "ratio lo": ra.lo, "ratio hi": ra.hi,
+                     f"steps to {within:g} x floor": float(t_hit.double().median()),
+                     "imbalance": float(balance(problem, h.A, h.B)[0].median())})
+    return pd.DataFrame(rows)

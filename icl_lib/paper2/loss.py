@@ -169,7 +169,7 @@ def Q_P_geometry(A, B, M, Sigma, noise_var: float = 0.0) -> torch.Tensor:
     return 0.5 * noise_var + 0.125 * main - 0.5 * m2
 
 
-def empirical_loss_grad(A, B, X, Y) -> tuple[torch.Tensor, torch.Tensor]:
+def empirical_loss_grad(A, B, X, Y, per_sequence: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradient of the sequence-averaged ``L_hat`` in ``(A, B)`` by explicit back-propagation.
 
     The same quantity as autograd of :func:`empirical_Q` with ``regularised=False`` (tested against it), with
@@ -178,12 +178,16 @@ def empirical_loss_grad(A, B, X, Y) -> tuple[torch.Tensor, torch.Tensor]:
 
     ``grad_A = sum_k r^T mu / (n K)``,
     ``grad_B = sum_k X^T (P * (dmu X^T - rowsum(dmu * mu))) X``.
+    ``per_sequence=True`` returns each sequence's own gradient instead, ``(R, K, p, d)`` and
+    ``(R, K, d, d)`` (their mean is the default result; Theorem 3's Monte Carlo needs their spread).
     Used by the gradient oracle of chapter 8.
     """
     R, K, n, _ = X.shape
     chunk = max(1, min(K, _CHUNK_ELEMENTS // max(1, R * n * n)))
     gA = torch.zeros_like(A)
     gB = torch.zeros_like(B)
+    seqA, seqB = [], []
+    scale = n if per_sequence else n * K
     At = transpose(A)[:, None]  # (R, 1, d, p)
     for k0 in range(0, K, chunk):
         Xc, Yc = X[:, k0 : k0 + chunk], Y[:, k0 : k0 + chunk]
@@ -191,21 +195,29 @@ def empirical_loss_grad(A, B, X, Y) -> tuple[torch.Tensor, torch.Tensor]:
         P = torch.softmax(Xc @ B[:, None] @ Xt, dim=-1)  # (R, k, n, n)
         mu = P @ Xc  # (R, k, n, d)
         r = mu @ At - Yc  # (R, k, n, p)
-        gA += (transpose(r) @ mu).sum(1) / (n * K)
-        dmu = r @ A[:, None] / (n * K)  # (R, k, n, d)
+        a = transpose(r) @ mu / scale  # (R, k, p, d)
+        dmu = r @ A[:, None] / scale  # (R, k, n, d)
         dS = dmu @ Xt
         dS -= (dmu * mu).sum(-1, keepdim=True)
         dS *= P  # (R, k, n, n) gradient in the scores
-        gB += (Xt @ (dS @ Xc)).sum(1)
+        b = Xt @ (dS @ Xc)  # (R, k, d, d)
+        if per_sequence:
+            seqA.append(a)
+            seqB.append(b)
+        else:
+            gA += a.sum(1)
+            gB += b.sum(1)
+    if per_sequence:
+        return torch.cat(seqA, 1), torch.cat(seqB, 1)
     return gA, gB
 
 
-def regulariser_grad(A, B, Sigma) -> tuple[torch.Tensor, torch.Tensor]:
+def regulariser_grad(A, B, Sigma, per_sequence: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Closed-form gradient of ``R`` (paper 2, Section 4), ``Sigma (R, .., d, d)`` broadcasting.
 
     ``grad_A R = 1/2 A Sigma N Sigma``, ``grad_B R = -1/2 Sigma B Sigma N Sigma``,
     ``N = A^T A - B^T Sigma B``.  With a per-sequence ``Sigma_hat (R, K, d, d)`` the mean over the
-    sequences is the gradient of ``R_hat``.
+    sequences is the gradient of ``R_hat`` (``per_sequence=True``: each sequence's, ``(R, K, ., .)``).
     """
     extra = Sigma.dim() - 3
     A_ = A.reshape(A.shape[:1] + (1,) * extra + A.shape[1:])
@@ -213,6 +225,8 @@ def regulariser_grad(A, B, Sigma) -> tuple[torch.Tensor, torch.Tensor]:
     SNS = Sigma @ (transpose(A_) @ A_ - transpose(B_) @ Sigma @ B_) @ Sigma
     gA = 0.5 * A_ @ SNS
     gB = -0.5 * Sigma @ B_ @ SNS
+    if per_sequence:
+        return gA, gB
     for _ in range(extra):
         gA, gB = gA.mean(1), gB.mean(1)
     return gA, gB

@@ -150,3 +150,32 @@ def test_invalid_parameter(make, name):
         make()
     msg = str(err.value)
     assert msg.startswith(f"{name}=") and "accepted" in msg
+
+
+def test_run_keeps_the_iterates_and_starts_where_asked(problem):
+    cfg = RunConfig(n=None, n_init=64, steps=5)
+    h = run(problem, "alg1", cfg, seed=2, keep=True)
+    assert h.A_hist.shape == (6,) + h.A.shape and h.B_hist.shape == (6,) + h.B.shape
+    torch.testing.assert_close(h.A_hist[0], h.A0)
+    torch.testing.assert_close(h.A_hist[-1], h.A)
+    A0, B0 = 1.1 * h.A0, 0.9 * h.B0
+    g = run(problem, "alg1", cfg, seed=2, keep=True, theta0=(A0, B0))
+    torch.testing.assert_close(g.A_hist[0], A0)
+    torch.testing.assert_close(g.B_hist[0], B0)
+    torch.testing.assert_close(g.eta, h.eta)  # the step still comes from the spectral start
+
+
+@pytest.mark.parametrize("method", ["alg1", "alg1_left", "no_precond", "no_reg"])
+def test_population_rate_matches_the_hessian_prediction(problem, method):
+    """With the population oracle the excess falls at the rate of the linearised iteration near S,
+    max (1 - eta lambda)^2 over the Hessian's eigenvalues across S (a property of the code that
+    chapter 8 no longer counts as a claim of the paper)."""
+    from icl_lib.paper2.analysis import geometric_rate, rate_prediction
+
+    h = run(problem, method, RunConfig(n=None, n_init=128, steps=600), seed=0)
+    for r in range(problem.R):
+        fit = geometric_rate(h.excess[:, r])
+        pred = rate_prediction(problem.member(r), h.A[r:r + 1], h.B[r:r + 1], METHODS[method], h.eta[r].item(),
+                               h.start.Sigma_hat_inv[r:r + 1])
+        assert fit.r2 > 0.99
+        assert 1 - fit.mu == pytest.approx(1 - pred, rel=0.1), (fit.mu, pred)

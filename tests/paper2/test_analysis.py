@@ -265,24 +265,6 @@ def test_floor_fit_recovers_the_log_power():
     assert ff.z_two == pytest.approx((ff.fit.slope + 2) / ff.fit.slope_se)
 
 
-def test_q_and_spectral_identity_errors_are_round_off():
-    from icl_lib.paper2.experiments import q_identity_error, spectral_identity_error
-    from icl_lib.paper2.loss import Q_P_geometry, population_Q
-
-    cfg = P2Config(d=3, p=4, kappa=5.0)
-    rel = q_identity_error(cfg, seed=2, R=4)
-    assert rel < 1e-12
-    pr = make_problem(cfg, R=1, seed=3)
-    err, m_size = spectral_identity_error(pr, 20_000, seed=1)
-    assert err < 1e-12
-    assert m_size == pytest.approx(pr.M.abs().mean().item(), rel=0.05)  # M_hat is consistent
-    # the relative difference is what it says: a perturbed P-geometry value is caught
-    A = torch.randn(1, 4, 3, generator=torch.Generator().manual_seed(0), dtype=DT)
-    B = torch.randn(1, 3, 3, generator=torch.Generator().manual_seed(1), dtype=DT)
-    q1, q2 = population_Q(A, B, pr.M, pr.Sigma, pr.noise_var), Q_P_geometry(A, B, pr.M, pr.Sigma, pr.noise_var)
-    assert ((q1 - q2).abs() / q1.abs()).max() < 1e-12
-
-
 def test_factor_balance_and_convergence_values(problem):
     from types import SimpleNamespace
 
@@ -330,3 +312,115 @@ def test_fits_of_diverged_runs_are_nan_not_errors():
     fl = {"n": torch.tensor([64.0, 128, 256], dtype=DT), "floor": torch.tensor([[1e-4], [np.nan], [1e-5]], dtype=DT)}
     ff = floor_fit(fl)
     assert math.isnan(ff.fit.slope) and math.isnan(ff.k) and ff.slope_bound == pytest.approx(-2 + 6 / math.log(128))
+
+
+# ------------------------------------------------------------------ the estimates of chapter 8's new claims
+def test_floor_drift_separates_a_floor_from_a_falling_curve():
+    from icl_lib.paper2.analysis import floor_drift
+
+    g = np.random.default_rng(0)
+    flat = 1e-4 * (1 + 0.1 * g.standard_normal((200, 6)))
+    e = floor_drift(flat)
+    assert e.lo < 0 < e.hi and -0.05 < e.lo and e.hi < 0.05
+    falling = 1e-4 * np.exp(-np.arange(200) / 100.0)[:, None] * (1 + 0.01 * g.standard_normal((200, 6)))
+    e = floor_drift(falling)
+    assert e.hi < -0.5  # the second half is exp(-1) of the first, a drift of about -0.6
+    # the value is the mean of the per-problem drifts of the block means, computed directly
+    b = falling.reshape(10, 20, 6).mean(1)
+    want = ((b[5:].mean(0) - b[:5].mean(0)) / b.mean(0)).mean()
+    assert e.value == pytest.approx(want, rel=1e-12)
+    # more noise widens the interval instead of making a floor easier to accept
+    noisy = 1e-4 * (1 + 2.0 * g.standard_normal((200, 6)))
+    assert floor_drift(noisy).hi - floor_drift(noisy).lo > 5 * (floor_drift(flat).hi - floor_drift(flat).lo)
+    assert math.isnan(floor_drift(np.r_[flat[:-1], np.full((1, 6), np.nan)]).value)
+
+
+def test_one_point_fractions_count_the_random_directions_only():
+    from icl_lib.paper2.analysis import one_point_fractions
+
+    r = torch.tensor([0.01, 0.1, 1.0], dtype=DT)
+    a = torch.ones(3, 5, dtype=DT)
+    b = torch.ones(3, 5, dtype=DT)
+    a[0, 1] = 0.4  # a random direction below alpha / 2 at r = 0.01
+    a[1, 4] = 0.1  # the last direction is not random: not counted
+    a[2, :] = 0.0  # r = 1 is beyond near = 0.1
+    b[1, 0] = 2.5
+    scan = {"r": r, "a": 0.2 * a, "b": 3.0 * b, "alpha": 0.2, "beta": 3.0, "n_random": 4}
+    f = one_point_fractions(scan, near=0.1)
+    assert f["convexity"].value == pytest.approx(7 / 8) and f["smoothness"].value == pytest.approx(7 / 8)
+    assert f["convexity"].lo < 7 / 8 < f["convexity"].hi
+    with pytest.raises(ValueError, match="near"):
+        one_point_fractions(scan, near=0.001)
+
+
+def test_finite_rate_ratio_on_exact_curves():
+    from icl_lib.paper2.analysis import finite_rate_ratio
+
+    t = torch.arange(41, dtype=DT)[:, None]
+    q = torch.tensor([0.6, 0.7, 0.8], dtype=DT)
+    floor = torch.full((3,), 1e-6, dtype=DT)
+    pop = 1e-3 * q**t
+    same = {"finite": floor + pop, "population": pop, "floor": floor}
+    e = finite_rate_ratio(same)
+    assert e.value == pytest.approx(1.0, abs=1e-9) and e.hi - e.lo < 1e-6
+    half = {"finite": floor + 1e-3 * q**(t / 2), "population": pop, "floor": floor}
+    assert finite_rate_ratio(half).value == pytest.approx(0.5, abs=1e-9)
+    near = {"finite": 2 * floor + 0 * pop, "population": pop, "floor": floor}  # never 3 x above the floor
+    assert math.isnan(finite_rate_ratio(near).value)
+
+
+def test_one_point_scan_near_the_manifold(problem):
+    from icl_lib.paper2.experiments import one_point_scan
+
+    d = problem.d
+    scan = one_point_scan(problem, (1e-3, 1e-2, 0.3), 8, seed=2)
+    assert scan["null_Q"] == d * (d - 1) // 2 and scan["null_L"] == d * d
+    a, b = scan["a"] / scan["alpha"], scan["b"] / scan["beta"]
+    # at a small distance a and b are quadratic forms of the Hessian across S: within [alpha, sqrt(beta)]
+    # and [lambda_min^2, beta] up to the distance's first-order correction
+    assert (a[0] > 1 - 1e-2).all() and (b[0] < 1 + 1e-2).all()
+    lam_max = math.sqrt(scan["beta"])
+    assert (a[0] < lam_max / scan["alpha"] * (1 + 1e-2)).all()
+    # the measured distance is the P-distance to S: at most r (theta(I) is on S), nearly r for a small step
+    dist = scan["dist"]
+    assert (dist[0] <= 1e-3 * (1 + 1e-9)).all() and (dist[0] > 1e-3 * 0.3).all()
+    assert scan["scale"] == pytest.approx(
+        float(torch.sqrt(sum(t.pow(2).sum() for t in _p_half(problem, *manifold_point(problem.member(0)))))))
+
+
+def _p_half(problem, A, B):
+    """``P^{1/2} theta`` blocks: ``A`` and ``Sigma^{1/2} B``."""
+    return A, problem.member(0).Sigma_half @ B
+
+
+def test_gradient_bias_per_sequence_gradients_average_to_the_oracle(problem, gen):
+    from icl_lib.paper2.analysis import gradient_bias
+    from icl_lib.paper2.data import sample
+    from icl_lib.paper2.loss import empirical_loss_grad, regulariser_grad
+
+    A, B = manifold_point(problem)
+    X, Y = sample(problem, 5, 12, gen)
+    gA, gB = empirical_loss_grad(A, B, X, Y)
+    sA, sB = empirical_loss_grad(A, B, X, Y, per_sequence=True)
+    torch.testing.assert_close(sA.mean(1), gA, rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(sB.mean(1), gB, rtol=1e-12, atol=1e-15)
+    Sh = X.transpose(-1, -2) @ X / 12
+    rA, rB = regulariser_grad(A, B, Sh)
+    qA, qB = regulariser_grad(A, B, Sh, per_sequence=True)
+    torch.testing.assert_close(qA.mean(1), rA)
+    torch.testing.assert_close(qB.mean(1), rB)
+    # the squared bias falls with n; the sampling noise it removes is of order 1/K
+    g1 = gradient_bias(problem, A, B, 12, 4000, torch.Generator().manual_seed(0))
+    g2 = gradient_bias(problem, A, B, 48, 1000, torch.Generator().manual_seed(1))
+    assert (g1.b2 > 5 * g1.se).all() and (g2.b2 < g1.b2 / 4).all()
+    assert (g1.noise > 0).all()
+
+
+def test_finite_rate_starts_both_oracles_at_the_stated_distance(problem):
+    from icl_lib.paper2.algorithms import RunConfig
+    from icl_lib.paper2.experiments import finite_rate
+
+    fr = finite_rate(problem, RunConfig(n=24, n_init=64, K=2, steps=6), 0.3, seed=1)
+    torch.testing.assert_close(fr["finite"][0], fr["population"][0])
+    assert (fr["start"] <= 0.3 * (1 + 1e-6)).all() and (fr["start"] > 0.1).all()
+    assert fr["finite"].shape == (7, problem.R) and (fr["population"][-1] < fr["population"][0]).all()
