@@ -36,8 +36,8 @@ def test_plan_command_describes_the_ensembles():
     p = subprocess.run([sys.executable, "-m", "icl_lib", "plan", "--profile", "quick", "--device", "cpu",
                         "--no-measure"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert "102 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
-    assert "d=5 L=40 tasks=1 softmax" in p.stdout and "408,000 model-steps" in p.stdout
+    assert "162 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
+    assert "d=5 L=40 tasks=1 softmax" in p.stdout and "648,000 model-steps" in p.stdout
 
 
 def _specs():
