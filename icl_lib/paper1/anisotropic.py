@@ -332,20 +332,20 @@ def largest(estimates: Mapping) -> Estimate:
     every estimate's interval is below the threshold and fails when one lies wholly above ("at every
     rho", "for every H"; chapters 6 and 7).  Each bound covers the largest true value at least as often
     as one interval covers its own."""
-    e = list(estimates.values())
-    if not e:
-        fail("estimates", estimates, "at least one Estimate")
-    return Estimate(max(x.value for x in e), max(x.lo for x in e), max(x.hi for x in e), e[0].level,
-                    f"largest of {len(e)}: " + ", ".join(f"{k}" for k in estimates))
+    return _bound_of(estimates, max, "largest")
 
 
 def smallest(estimates: Mapping) -> Estimate:
     """The smallest of several estimates, ``[min lo, min hi]`` (for ``Above`` rules; see :func:`largest`)."""
+    return _bound_of(estimates, min, "smallest")
+
+
+def _bound_of(estimates: Mapping, pick, word: str) -> Estimate:
     e = list(estimates.values())
     if not e:
         fail("estimates", estimates, "at least one Estimate")
-    return Estimate(min(x.value for x in e), min(x.lo for x in e), min(x.hi for x in e), e[0].level,
-                    f"smallest of {len(e)}: " + ", ".join(f"{k}" for k in estimates))
+    return Estimate(pick(x.value for x in e), pick(x.lo for x in e), pick(x.hi for x in e), e[0].level,
+                    f"{word} of {len(e)}: " + ", ".join(f"{k}" for k in estimates))
 
 
 def envelope(estimates: Mapping) -> Estimate:
