@@ -25,7 +25,7 @@ from scipy import stats as sps
 
 from .validate import check_float, check_int, fail
 
-__all__ = ["Estimate", "median_ci", "mean_ci", "proportion_ci", "paired_diff", "LEVEL"]
+__all__ = ["Estimate", "median_ci", "mean_ci", "proportion_ci", "paired_diff", "mean_se_from_sums", "LEVEL"]
 
 LEVEL = 0.95  # the book's confidence level
 
@@ -101,3 +101,14 @@ def paired_diff(a: Sequence[float], b: Sequence[float], level: float = LEVEL) ->
     z = float(sps.norm.ppf(0.5 + level / 2))
     m = float(d.mean())
     return Estimate(m, m - z * se, m + z * se, level, f"paired mean over {len(d)}, normal interval")
+
+
+def mean_se_from_sums(s1, s2, n: int):
+    """``(mean, standard error of the mean)`` of ``n`` values from their running sum ``s1`` and sum of
+    squares ``s2`` (numbers, numpy arrays or torch tensors, element-wise): the sample variance
+    ``(s2 - n mean^2) / (n - 1)``, clipped at 0 against round-off, over ``n``.  For Monte Carlo
+    estimates accumulated chunk by chunk (chapters 3 and 7)."""
+    n = check_int("n", n, 2)
+    mean = s1 / n
+    var = (s2 - n * mean**2) / (n - 1)
+    return mean, ((abs(var) + var) / 2) ** 0.5 / math.sqrt(n)

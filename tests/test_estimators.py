@@ -1,6 +1,9 @@
 """Closed-form risks of vanilla and debiased GD against Monte Carlo; Bayes limit; claims report."""
 
+import math
+
 import pytest
+import torch
 
 from icl_lib import DataConfig
 from icl_lib.claims import Claims
@@ -222,3 +225,22 @@ def test_relative_to_an_exact_reference():
     assert rel.value == pytest.approx(0.0) and rel.interval == pytest.approx((-1 / 18, 1 / 18)) and rel.level == 0.9
     with pytest.raises(ValueError, match="^ref="):
         relative(rel, 0.0)
+
+
+def test_mean_and_standard_error_from_running_sums():
+    """mean_se_from_sums equals the mean and std/sqrt(n) of the values themselves, for torch and
+    numpy, element-wise, and gives 0 (not NaN) when round-off makes the variance slightly negative."""
+    import numpy as np
+
+    from icl_lib.stats import mean_se_from_sums
+
+    x = torch.randn(3, 500, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    m, se = mean_se_from_sums(x.sum(1), (x * x).sum(1), 500)
+    torch.testing.assert_close(m, x.mean(1))
+    torch.testing.assert_close(se, x.std(1) / math.sqrt(500))
+    a = x.numpy()
+    m2, se2 = mean_se_from_sums(a.sum(1), (a * a).sum(1), 500)
+    np.testing.assert_allclose(se2, se.numpy(), rtol=1e-12)
+    assert mean_se_from_sums(torch.tensor(1.0), torch.tensor(0.5 - 1e-15), 2)[1] == 0  # var -1e-15: clipped
+    with pytest.raises(ValueError, match="n=1"):
+        mean_se_from_sums(1.0, 1.0, 1)

@@ -53,7 +53,7 @@ from ..data import sample_chunks
 from ..estimators import debiased_gd_predict, debiased_gd_risk, model_risk
 from ..models import AttentionEnsemble
 from ..seeding import derive_seed, generator
-from ..stats import Estimate, median_ci, proportion_ci
+from ..stats import Estimate, mean_se_from_sums, median_ci, proportion_ci
 from ..validate import check_choice, check_float, check_int, fail
 from .approx_loss import ApproxLossConfig, approx_loss, approx_loss_grad, loss_star, mu_star, s_star
 
@@ -308,18 +308,25 @@ def true_loss_mc(
     Chapter 3.
     """
     n = check_int("n", n, 2)
+    means, ses = [], []
+    for model in _grid_ensembles(omega, mu, data, models_per_call, dtype):
+        m, s = model_risk(model, data, n=n, seed=seed, chunk=chunk)
+        means.append(m.double())
+        ses.append(s.double())
+    return torch.cat(means), torch.cat(ses)
+
+
+def _grid_ensembles(omega, mu, data: DataConfig, models_per_call: int, dtype) -> list[AttentionEnsemble]:
+    """The reparameterised circuits ``omega, mu (R, H)`` as frozen ensembles of at most
+    ``models_per_call`` models each, in order (for :func:`true_loss_mc` and :func:`true_loss_cv`)."""
     models_per_call = check_int("models_per_call", models_per_call, 1)
     if data.n_tasks != 1:
         raise ValueError(f"data.n_tasks={data.n_tasks} is invalid: accepted a single-task DataConfig")
     KQ, OV = reparam_circuits(omega, mu, data.d)
     KQ, OV = KQ.to(dtype), OV.to(dtype)
-    means, ses = [], []
-    for i in range(0, KQ.shape[0], models_per_call):
-        model = AttentionEnsemble.from_circuits(KQ[i : i + models_per_call], OV[i : i + models_per_call], data.d)
-        m, s = model_risk(model.requires_grad_(False), data, n=n, seed=seed, chunk=chunk)
-        means.append(m.double())
-        ses.append(s.double())
-    return torch.cat(means), torch.cat(ses)
+    return [AttentionEnsemble.from_circuits(KQ[i : i + models_per_call], OV[i : i + models_per_call],
+                                            data.d).requires_grad_(False)
+            for i in range(0, KQ.shape[0], models_per_call)]
 
 
 @torch.no_grad()
@@ -345,16 +352,10 @@ def true_loss_cv(
     (``seed``) as in :func:`true_loss_mc`.  Chapter 3 (Proposition 4.1, Figure 5).
     """
     n = check_int("n", n, 2)
-    models_per_call = check_int("models_per_call", models_per_call, 1)
-    if data.n_tasks != 1:
-        raise ValueError(f"data.n_tasks={data.n_tasks} is invalid: accepted a single-task DataConfig")
-    KQ, OV = reparam_circuits(omega, mu, data.d)
+    models = _grid_ensembles(omega, mu, data, models_per_call, dtype)
     eta = (torch.as_tensor(omega, dtype=torch.float64) * torch.as_tensor(mu, dtype=torch.float64)).sum(-1)  # (R,)
-    R = KQ.shape[0]
+    R = eta.shape[0]
     s1, s2 = torch.zeros(R, dtype=torch.float64), torch.zeros(R, dtype=torch.float64)
-    models = [AttentionEnsemble.from_circuits(KQ[i : i + models_per_call].to(dtype),
-                                              OV[i : i + models_per_call].to(dtype), data.d).requires_grad_(False)
-              for i in range(0, R, models_per_call)]
     for b in sample_chunks(data, n, seed, chunk, dtype=dtype):
         g = debiased_gd_predict(b, 1.0).double()  # (B,) debiased GD with step 1
         yq = b.yq[..., 0].double()  # (B,)
@@ -362,8 +363,7 @@ def true_loss_cv(
         diff = (pred - yq) ** 2 - (eta[:, None] * g - yq) ** 2  # (R, B) paired differences
         s1 += diff.sum(1)
         s2 += (diff**2).sum(1)
-    mean = s1 / n
-    se = ((s2 / n - mean**2).clamp_min(0) * n / (n - 1) / n).sqrt()
+    mean, se = mean_se_from_sums(s1, s2, n)
     ref = torch.tensor([debiased_gd_risk(float(e), data.d, data.L, data.sigma2) for e in eta], dtype=torch.float64)
     return mean + ref, se
 

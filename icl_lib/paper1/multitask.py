@@ -52,7 +52,7 @@ from ..data import Batch, sample_chunks
 from ..engine import stack_models
 from ..estimators import debiased_gd_predict
 from ..seeding import derive_seed, generator
-from ..stats import LEVEL, Estimate, median_ci, proportion_ci
+from ..stats import LEVEL, Estimate, mean_se_from_sums, median_ci, proportion_ci
 from ..validate import check_float, check_int, check_int_list, fail
 from .anisotropic import largest, seed_median_ci
 
@@ -646,8 +646,9 @@ def task_loss_table(sweep: dict, modes: dict, data: DataConfig, n: int = 20_000,
         add("delta2", ((preds["shared"] - preds["all"]) ** 2).cpu()[None])
         if pair_H is not None:
             add(f"gap H{pair_H}", err - err[[max(j, 0) for j in partner]])
-    mean = {k: v[0] / n for k, v in sums.items()}
-    se = {k: ((v[1] - n * mean[k] ** 2).clamp_min(0) / (n - 1)).sqrt() / math.sqrt(n) for k, v in sums.items()}
+    mean, se = {}, {}
+    for k, (s1, s2) in sums.items():
+        mean[k], se[k] = mean_se_from_sums(s1, s2, n)
     scale = {f"gap {k}": torch.tensor(closed[k]) for k in gammas}  # per task
     scale["prefers shared"] = mean["delta2"][0]  # E(y_shared - y_all)^2 per task
     if pair_H is not None:
