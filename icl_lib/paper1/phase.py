@@ -1,0 +1,497 @@
+"""Where each solution emerges: a grid over heads, shape, noise and optimiser (chapter 9).
+
+Paper 1 trains a handful of hand-picked settings (d = 5, L = 40, H = 1..4, one seed each).  This
+module trains a grid of *cells* -- a head count H, a covariate dimension d, a context length L, a
+noise level sigma^2, an Adam learning rate and an initial scale (:attr:`ModelConfig.init_scale`)
+-- with many seeds per cell, and reads every run with the rules the book already uses:
+
+* the **outcome** of a run (:data:`OUTCOMES`): the circuit form (3.1) must hold (chapter 2's
+  thresholds: the off-diagonal KQ and off-label OV mass below half the diagonal / label mass,
+  :func:`~icl_lib.circuits.summarize_pattern`), then :attr:`PatternSummary.kind` decides:
+  ``pos/neg`` (heads of both signs), ``single-sign`` (the kernel-regressor trap of H >= 2) or
+  ``single-head`` (H = 1); a run whose circuits are not yet of the form (3.1) is ``unformed``.
+  Dummy heads (:func:`~icl_lib.circuits.dummy_heads`) are counted besides;
+* the learned **effective rate** ``eta = sum_h mu_h omega_h`` (:func:`~icl_lib.circuits.effective_rate`)
+  against Theorem 4.2 (ii)'s ``eta*(d, L, sigma^2) = 1 / (1 + (1 + sigma^2) d / L)``
+  (:func:`~icl_lib.estimators.optimal_eta_debiased`);
+* the **time to the pattern**: the first logged step from which the run stays in its final
+  pattern (``pos/neg``, or ``single-head`` for H = 1) to the end
+  (:func:`~icl_lib.paper1.dynamics.first_persistent_step` on the run's history); ``None`` when it
+  is not in it at the end (censored at the step budget);
+* the final **test loss** against debiased GD at ``eta*`` and the Bayes predictor, all on one
+  shared test set per task (:func:`~icl_lib.paper1.optimality.paired_losses`: paired errors).
+
+The grid (:class:`PhaseGrid`) is a list of values per axis whose first entries form the *centre*.
+The ``paper`` profile trains the full Cartesian product (:meth:`PhaseGrid.full`); the ``quick``
+profile trains a slice (:meth:`PhaseGrid.quick_slice`): every head count at the centre, and for
+one head count (``trap_heads``, 2 by default) every other value of each axis with the rest at the
+centre, d and L crossed along the proportional line ``d / L = d0 / L0``.
+
+Statistics for the chapter's claims, each an :class:`~icl_lib.stats.Estimate`:
+:func:`censored_median_ci` (a median over seeds some of which never reached the pattern),
+:func:`newcombe_diff` (a difference of two fractions of seeds), :func:`max_abs` (the worst cell
+of a grid from per-cell intervals), :func:`loglog_slope` and :func:`linear_slope` (fitted slopes).
+:func:`projected_seconds` projects the time of a grid from a measured training rate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy import stats as sps
+
+from ..circuits import DUMMY_TOL, dummy_heads, effective_rate, mu_of, omega_of
+from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
+from ..engine import Run, train, train_config
+from ..engine.run import stack_models
+from ..estimators import bayes_risk, debiased_gd_predict, debiased_gd_risk, optimal_eta_debiased
+from ..seeding import derive_seed
+from ..stats import LEVEL, Estimate, median_ci, proportion_ci
+from ..validate import check_choice, check_float, check_float_list, check_int, check_int_list, fail
+from .dynamics import first_persistent_step
+from .optimality import paired_losses
+
+__all__ = [
+    "OUTCOMES",
+    "AXES",
+    "SHAPE_TOL",
+    "QUICK_STEPS",
+    "SEEDS",
+    "Cell",
+    "PhaseGrid",
+    "phase_train_config",
+    "phase_seeds",
+    "grid_specs",
+    "train_grid",
+    "outcome_codes",
+    "run_record",
+    "model_table",
+    "attach_losses",
+    "outcomes_at_time",
+    "cell_table",
+    "along",
+    "time_scaling",
+    "censored_median_ci",
+    "newcombe_diff",
+    "max_abs",
+    "linear_slope",
+    "loglog_slope",
+    "projected_seconds",
+]
+
+OUTCOMES = ("pos/neg", "single-sign", "single-head", "unformed")  # what a run ends in
+AXES = ("H", "d", "L", "sigma2", "lr", "init_scale")  # the grid's axes, as the tables name them
+SHAPE_TOL = 0.5  # chapter 2's thresholds of the form (3.1): KQ off-diag / diag and OV off-label / |mu|
+QUICK_STEPS = 1000  # this chapter's steps per run in the quick profile (the paper profile: 500,000)
+SEEDS = {"quick": 8, "paper": 16}  # seeds per cell by profile
+MAX_RUNS = 50_000  # the most runs one grid may ask for
+
+
+# ------------------------------------------------------------------------------------ the grid
+@dataclass(frozen=True)
+class Cell:
+    """One point of the grid: H heads, shape (d, L), noise sigma2, Adam rate lr, init scale."""
+
+    H: int
+    d: int
+    L: int
+    sigma2: float
+    lr: float
+    init_scale: float
+
+    @property
+    def eta_star(self) -> float:
+        """Theorem 4.2 (ii)'s optimal debiased-GD rate ``1 / (1 + (1 + sigma^2) d / L)``."""
+        return optimal_eta_debiased(self.d, self.L, self.sigma2)
+
+    def data(self) -> DataConfig:
+        return DataConfig(d=self.d, L=self.L, sigma2=self.sigma2)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _distinct(name: str, values: tuple) -> tuple:
+    if len(set(values)) != len(values):
+        fail(name, list(values), "a list of distinct values")
+    return values
+
+
+@dataclass(frozen=True)
+class PhaseGrid:
+    """The grid's values per axis; the first value of each list is the grid's centre (chapter 9).
+
+    Validated at construction, each list by its parameter's name (``heads``, ``ds``, ``Ls``,
+    ``sigma2s``, ``lrs``, ``init_scales``; at most 8 values each): H in [1, 8], d in [1, 16], L in
+    [2, 128], sigma^2 in [0, 10], lr in (0, 0.1], init scale in (0, 10].
+    """
+
+    heads: tuple
+    ds: tuple
+    Ls: tuple
+    sigma2s: tuple
+    lrs: tuple
+    init_scales: tuple
+
+    def __post_init__(self):
+        checks = {
+            "heads": lambda v: check_int_list("heads", v, 1, 8, max_len=8),
+            "ds": lambda v: check_int_list("ds", v, 1, 16, max_len=8),
+            "Ls": lambda v: check_int_list("Ls", v, 2, 128, max_len=8),
+            "sigma2s": lambda v: check_float_list("sigma2s", v, 0.0, 10.0, max_len=8),
+            "lrs": lambda v: check_float_list("lrs", v, 0.0, 0.1, lo_open=True, max_len=8),
+            "init_scales": lambda v: check_float_list("init_scales", v, 0.0, 10.0, lo_open=True, max_len=8),
+        }
+        for name, check in checks.items():
+            object.__setattr__(self, name, _distinct(name, check(getattr(self, name))))
+
+    @property
+    def centre(self) -> dict:
+        """The first value of every axis, keyed as :data:`AXES` (``H`` is ``heads[0]``)."""
+        return dict(zip(AXES, (self.heads[0], self.ds[0], self.Ls[0], self.sigma2s[0], self.lrs[0],
+                               self.init_scales[0])))
+
+    def full(self) -> list[Cell]:
+        """Every combination of the axes' values (the ``paper`` profile), H varying slowest."""
+        return [Cell(*c) for c in itertools.product(self.heads, self.ds, self.Ls, self.sigma2s, self.lrs,
+                                                     self.init_scales)]
+
+    def quick_slice(self, trap_heads: int = 2) -> list[Cell]:
+        """The ``quick`` profile's slice: every H at the centre; then, for ``H = trap_heads``, each
+        other value of one axis with every other axis at the centre -- d (at L0), L (at d0), the
+        pairs ``(d, L)`` of the lists on the proportional line ``d / L = d0 / L0``, sigma^2, lr and
+        the initial scale.  ``trap_heads`` must be one of ``heads``."""
+        trap_heads = check_int("trap_heads", trap_heads, 1, 8)
+        if trap_heads not in self.heads:
+            fail("trap_heads", trap_heads, f"one of heads {list(self.heads)}")
+        c = self.centre
+        d0, L0 = c["d"], c["L"]
+        base = Cell(c["H"], d0, L0, c["sigma2"], c["lr"], c["init_scale"])
+        cells = [dataclasses.replace(base, H=H) for H in self.heads]
+        t = dataclasses.replace(base, H=trap_heads)
+        cells += [dataclasses.replace(t, d=d) for d in self.ds[1:]]
+        cells += [dataclasses.replace(t, L=L) for L in self.Ls[1:]]
+        cells += [dataclasses.replace(t, d=d, L=L) for d in self.ds[1:] for L in self.Ls[1:] if d * L0 == d0 * L]
+        cells += [dataclasses.replace(t, sigma2=s) for s in self.sigma2s[1:]]
+        cells += [dataclasses.replace(t, lr=lr) for lr in self.lrs[1:]]
+        cells += [dataclasses.replace(t, init_scale=g) for g in self.init_scales[1:]]
+        return list(dict.fromkeys(cells))
+
+    def cells(self, profile: str, trap_heads: int = 2) -> list[Cell]:
+        """:meth:`full` for ``paper``, :meth:`quick_slice` for ``quick``."""
+        check_choice("profile", profile, ("quick", "paper"))
+        return self.full() if profile == "paper" else self.quick_slice(trap_heads)
+
+
+def phase_train_config(profile: str, steps: int | None = None) -> TrainConfig:
+    """The chapter's training: the profile's (Adam, batch 256), with ``steps`` (``None``: 1,000 in
+    ``quick``, :data:`QUICK_STEPS`; 500,000 in ``paper``) and, in ``quick``, a validation set of 512
+    prompts (the validation loss only watches for divergence here).  Each cell sets its own lr."""
+    check_choice("profile", profile, ("quick", "paper"))
+    if profile == "quick":
+        return train_config("quick", steps=QUICK_STEPS if steps is None else steps, val_size=512)
+    return train_config("paper", steps=steps)
+
+
+def phase_seeds(profile: str, seeds: int | None = None) -> int:
+    """Seeds per cell: ``seeds``, or the profile's (:data:`SEEDS`: quick 8, paper 16)."""
+    check_choice("profile", profile, ("quick", "paper"))
+    return SEEDS[profile] if seeds is None else check_int("seeds", seeds, 1, 256)
+
+
+def grid_specs(cells: Sequence[Cell], seeds: int, seed: int, train_cfg: TrainConfig) -> list[RunSpec]:
+    """One :class:`RunSpec` per cell and seed ``seed + k`` (``k < seeds``), cell by cell: the cell's
+    data, heads and initial scale, ``train_cfg`` with the cell's learning rate.  Every cell uses
+    the same seeds, so cells of one shape and noise level see the same training prompts."""
+    seeds = check_int("seeds", seeds, 1, 256)
+    seed = check_int("seed", seed, 0, 2**62 - seeds)
+    if len(cells) * seeds > MAX_RUNS:
+        fail("seeds", seeds, f"at most {MAX_RUNS} runs in all ({len(cells)} cells here)")
+    return [RunSpec(data=c.data(), model=ModelConfig(heads=c.H, init_scale=c.init_scale),
+                    train=dataclasses.replace(train_cfg, lr=c.lr), seed=seed + k)
+            for c in cells for k in range(seeds)]
+
+
+def train_grid(cells: Sequence[Cell], seeds: int, seed: int, train_cfg: TrainConfig,
+               device: str = "auto") -> dict[Cell, list[Run]]:
+    """Train (or load) every run of the grid in one :func:`icl_lib.train` call, which packs runs
+    of one shape and training configuration into ensembles; the specs are passed ordered by head
+    count, so that an ensemble pads few heads.  Returns ``{cell: [runs in seed order]}``."""
+    specs = grid_specs(cells, seeds, seed, train_cfg)
+    order = sorted(range(len(specs)), key=lambda i: specs[i].model.heads)
+    runs_sorted = train([specs[i] for i in order], device=device)
+    runs: list = [None] * len(specs)
+    for i, r in zip(order, runs_sorted):
+        runs[i] = r
+    return {c: runs[j * seeds:(j + 1) * seeds] for j, c in enumerate(cells)}
+
+
+# ------------------------------------------------------------------------------------ one run
+def outcome_codes(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY_TOL) -> tuple[np.ndarray, np.ndarray]:
+    """The outcome and the number of dummy heads of every snapshot of a history ``KQ (T, H, D, D)``,
+    ``OV (T, H, N, D)``, computed at once: the rules of :func:`~icl_lib.circuits.summarize_pattern`
+    (the form (3.1) pooled over the non-dummy heads below :data:`SHAPE_TOL`; ``kind``).  Returns
+    ``(outcome (T,) of str, dummies (T,) of int)``; outcomes are :data:`OUTCOMES`."""
+    KQ, OV = KQ.detach().double().cpu(), OV.detach().double().cpu()
+    H = KQ.shape[-3]
+    w, m = omega_of(KQ, d), mu_of(OV, d)  # (T, H)
+    live = ~dummy_heads(w, m, tol)  # (T, H)
+    block = KQ[..., :, :d]  # (T, H, D, d): the columns that meet x_q
+    diag2 = block[..., :d, :].diagonal(dim1=-2, dim2=-1).pow(2).sum(-1)  # (T, H)
+    off2 = (block.pow(2).sum((-1, -2)) - diag2).clamp_min(0)
+    row = OV[..., 0, :]  # (T, H, D)
+    last2 = row[..., d].pow(2)
+    offo2 = (row.pow(2).sum(-1) - last2).clamp_min(0)
+    kq_ratio = (off2 * live).sum(-1).sqrt() / (diag2 * live).sum(-1).sqrt()  # (T,)
+    ov_ratio = (offo2 * live).sum(-1).sqrt() / (last2 * live).sum(-1).sqrt()
+    shape = (kq_ratio < SHAPE_TOL) & (ov_ratio < SHAPE_TOL)
+    pos = (live & (w > 0)).any(-1)
+    neg = (live & ~(w > 0)).any(-1)
+    kind = np.where(pos & neg, "pos/neg", "single-sign") if H > 1 else np.full(len(w), "single-head")
+    out = np.where(shape.numpy(), kind, "unformed")
+    return out, (~live).sum(-1).numpy()
+
+
+def run_record(run: Run, cell: Cell) -> dict:
+    """One run's row: the cell, the seed, the final outcome and dummy heads, the learned rate
+    ``eta`` (:func:`~icl_lib.circuits.effective_rate`) and ``eta / eta* - 1``, and the time to
+    the pattern (``None``: censored)."""
+    d = run.d
+    out, dummies = outcome_codes(run.history["KQ"], run.history["OV"], d)
+    final = str(out[-1])
+    target = "single-head" if cell.H == 1 else "pos/neg"
+    t = first_persistent_step(run.history["step"].numpy(), out == target)
+    eta = float(effective_rate(run.KQ.double(), run.OV.double(), d))
+    return {**cell.as_dict(), "seed": run.spec.seed, "outcome": final, "dummy heads": int(dummies[-1]),
+            "eta": eta, "eta*": cell.eta_star, "eta/eta*-1": eta / cell.eta_star - 1,
+            "t_pattern": t, "steps": run.spec.train.steps}
+
+
+def model_table(grid_runs: Mapping[Cell, Sequence[Run]]) -> pd.DataFrame:
+    """One row per run of a trained grid (:func:`run_record`), cells in order, seeds in order."""
+    return pd.DataFrame([run_record(r, c) for c, runs in grid_runs.items() for r in runs])
+
+
+def outcomes_at_time(grid_runs: Mapping[Cell, Sequence[Run]], time: float) -> pd.DataFrame:
+    """Every run's outcome at "Adam time" ``lr * step = time``: at the last logged step at or before
+    ``time / lr`` (to compare learning rates at an equal product of rate and steps).  Columns: the
+    cell's axes, ``seed``, ``step`` and ``outcome``."""
+    time = check_float("time", time, 0.0)
+    rows = []
+    for c, runs in grid_runs.items():
+        for r in runs:
+            steps = r.history["step"].numpy()
+            k = max(int(np.searchsorted(steps, time / c.lr + 1e-9, side="right")) - 1, 0)
+            out, _ = outcome_codes(r.history["KQ"][k:k + 1], r.history["OV"][k:k + 1], r.d)
+            rows.append({**c.as_dict(), "seed": r.spec.seed, "step": int(steps[k]), "outcome": str(out[0])})
+    return pd.DataFrame(rows)
+
+
+def attach_losses(models: pd.DataFrame, grid_runs: Mapping[Cell, Sequence[Run]], n: int, seed: int,
+                  chunk_models: int = 32) -> pd.DataFrame:
+    """``models`` with every run's test loss against debiased GD at ``eta*`` and the Bayes
+    predictor (ridge with ``sigma^2 d``) on one shared set of ``n`` test prompts per task
+    ``(d, L, sigma^2)`` (paired errors, :func:`~icl_lib.paper1.optimality.paired_losses`), ``chunk_models``
+    models at a time.  Adds ``loss``, ``loss se``, ``dGD diff`` and its ``dGD diff se`` (model minus
+    debiased GD on the same prompts), ``excess/R_dGD*`` (that difference over the closed-form
+    risk), ``R_dGD*``, ``R_Bayes`` (closed form over designs, :func:`~icl_lib.estimators.bayes_risk`)
+    and ``loss/R_Bayes``."""
+    n = check_int("n", n, 2)
+    by_task: dict[tuple, list[tuple[int, Run, Cell]]] = {}
+    k = 0
+    for c, runs in grid_runs.items():
+        for r in runs:
+            by_task.setdefault((c.d, c.L, c.sigma2), []).append((k, r, c))
+            k += 1
+    if k != len(models):
+        fail("models", f"{len(models)} rows", f"one row per run of grid_runs ({k})")
+    cols = {name: np.full(k, np.nan) for name in ("loss", "loss se", "dGD diff", "dGD diff se")}
+    risks = {}
+    for (d, L, s2), items in by_task.items():
+        data = DataConfig(d=d, L=L, sigma2=s2)
+        eta = optimal_eta_debiased(d, L, s2)
+        test_seed = derive_seed(seed, "phase-test", d, L)  # one test set per task, shared by its runs
+        for i in range(0, len(items), chunk_models):
+            part = items[i:i + chunk_models]
+            out = paired_losses(stack_models([r for _, r, _ in part]), data,
+                                {"dGD": lambda b: debiased_gd_predict(b, eta)}, n=n, seed=test_seed, chunk=1000)
+            for j, (row, _, _) in enumerate(part):
+                cols["loss"][row] = out["model"]["loss"][j]
+                cols["loss se"][row] = out["model"]["se"][j]
+                cols["dGD diff"][row] = out["dGD"]["diff"][j]
+                cols["dGD diff se"][row] = out["dGD"]["diff_se"][j]
+        r_bayes, _ = bayes_risk(d, L, s2, n=4000, seed=derive_seed(seed, "phase-bayes"))
+        risks[(d, L, s2)] = (debiased_gd_risk(eta, d, L, s2), r_bayes)
+    out = models.copy()
+    for name, v in cols.items():
+        out[name] = v
+    key = list(zip(out["d"], out["L"], out["sigma2"]))
+    out["R_dGD*"] = [risks[t][0] for t in key]
+    out["R_Bayes"] = [risks[t][1] for t in key]
+    out["excess/R_dGD*"] = out["dGD diff"] / out["R_dGD*"]
+    out["loss/R_Bayes"] = out["loss"] / out["R_Bayes"]
+    return out
+
+
+# ------------------------------------------------------------------------------------ statistics
+def censored_median_ci(times: Sequence, level: float = LEVEL) -> Estimate:
+    """The median over seeds of a time that some seeds never reach within the budget (``None`` or
+    ``inf`` or ``nan``: right-censored), with the order-statistic interval of
+    :func:`~icl_lib.stats.median_ci`: it needs only the order of the values, so a censored seed counts as later than every observed
+    one.  The median or an end of its interval is ``inf`` when it falls on censored seeds."""
+    t = np.array([math.inf if v is None else float(v) for v in times], dtype=float)
+    if t.size == 0:
+        fail("times", list(times), "a non-empty sequence of numbers or None")
+    t[np.isnan(t)] = math.inf  # None in a float column of pandas
+    finite = t[np.isfinite(t)]
+    if finite.size == t.size:
+        return median_ci(t, level)
+    a = np.sort(t)
+    n = len(a)
+    k = 0
+    while k + 1 <= n // 2 and sps.binom.cdf(k, n, 0.5) <= (1 - level) / 2:
+        k += 1
+    lo, hi = (a[k - 1], a[n - k]) if k >= 1 else (-math.inf, math.inf)
+    mid = a[(n - 1) // 2] if n % 2 else (a[n // 2 - 1] + a[n // 2]) / 2
+    return Estimate(float(mid), float(lo), float(hi), level,
+                    f"median of {n} ({n - finite.size} censored), order-statistic interval")
+
+
+def _wilson(k: int, n: int, level: float) -> tuple[float, float]:
+    ci = sps.binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def newcombe_diff(k1: int, n1: int, k2: int, n2: int, level: float = LEVEL) -> Estimate:
+    """The difference ``k1/n1 - k2/n2`` of two fractions of seeds with Newcombe's hybrid score
+    interval (Newcombe 1998, method 10, from the two Wilson intervals): good coverage down to a
+    handful of seeds and defined at 0 and n (e.g. the trap's frequency at two learning rates)."""
+    n1, n2 = check_int("n1", n1, 1), check_int("n2", n2, 1)
+    k1, k2 = check_int("k1", k1, 0, n1), check_int("k2", k2, 0, n2)
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = _wilson(k1, n1, level)
+    l2, u2 = _wilson(k2, n2, level)
+    diff = p1 - p2
+    lo = diff - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
+    hi = diff + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    return Estimate(diff, lo, hi, level, f"{k1}/{n1} - {k2}/{n2}, Newcombe hybrid score interval")
+
+
+def max_abs(estimates: Sequence[Estimate], what: str = "") -> Estimate:
+    """The largest ``|theta_c|`` over cells from per-cell estimates: value ``max |value_c|``,
+    interval from the smallest ``|theta|`` each cell's interval allows (0 if it straddles 0) to the
+    largest.  ``Below(t)`` on it passes when every cell's interval lies in ``(-t, t)`` and fails
+    when some cell's lies entirely outside: the cells' rule combined by "every cell".  Its coverage
+    is that of all cell intervals at once (at least ``1 - sum of their miss rates``)."""
+    if not estimates:
+        return Estimate(math.nan, -math.inf, math.inf, LEVEL, "no cell")
+    near = [0.0 if e.lo <= 0 <= e.hi else min(abs(e.lo), abs(e.hi)) for e in estimates]
+    far = [max(abs(e.lo), abs(e.hi)) for e in estimates]
+    value = max(abs(e.value) for e in estimates)
+    return Estimate(value, max(near), max(far), estimates[0].level, what or f"worst of {len(estimates)} cells")
+
+
+def linear_slope(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -> Estimate:
+    """The least-squares slope of ``y`` on ``x`` with its Student-t interval (n - 2 degrees of
+    freedom); with fewer than 3 points or no spread in ``x`` the interval is ``(-inf, inf)``."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape or not (np.isfinite(x).all() and np.isfinite(y).all()):
+        fail("y", f"{len(y)} values", f"as many finite values as x ({len(x)})")
+    if len(x) < 3 or np.ptp(x) == 0:
+        return Estimate(math.nan, -math.inf, math.inf, level, f"slope of {len(x)} points: undetermined")
+    fit = sps.linregress(x, y)
+    t = float(sps.t.ppf(0.5 + level / 2, len(x) - 2))
+    return Estimate(float(fit.slope), float(fit.slope - t * fit.stderr), float(fit.slope + t * fit.stderr), level,
+                    f"least-squares slope of {len(x)} points, t interval")
+
+
+def loglog_slope(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -> Estimate:
+    """:func:`linear_slope` of ``log y`` on ``log x`` (the exponent ``b`` of ``y ~ x^b``); the
+    points must be positive."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if (x <= 0).any() or (y <= 0).any():
+        fail("y", "non-positive values", "positive x and y for log axes")
+    return linear_slope(np.log(x), np.log(y), level)
+
+
+# ------------------------------------------------------------------------------------ per cell
+def cell_table(models: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
+    """One row per cell from :func:`model_table` (and :func:`attach_losses`, if present): the
+    number of ``seeds``; for every outcome its count ``k <outcome>``, fraction and Clopper-Pearson
+    interval (``<outcome>``, an :class:`~icl_lib.stats.Estimate`); ``with dummy`` (count of runs
+    with a dummy head); ``eta/eta*-1`` (median over the pos/neg runs, order-statistic interval;
+    ``nan`` without any) and ``eta all`` (median of ``eta`` over all seeds); ``t_pattern``
+    (:func:`censored_median_ci` over all seeds); and, with losses, ``excess/R_dGD*`` (median over
+    the pos/neg runs) and ``loss/R_Bayes`` (median over all)."""
+    rows = []
+    for key, g in models.groupby(list(AXES), sort=False):
+        row = dict(zip(AXES, key))
+        n = len(g)
+        row["seeds"] = n
+        for o in OUTCOMES:
+            k = int((g["outcome"] == o).sum())
+            row[f"k {o}"] = k
+            row[o] = proportion_ci(k, n, level)
+        row["with dummy"] = int((g["dummy heads"] > 0).sum())
+        pn = g[g["outcome"] == "pos/neg"]
+        row["pos/neg seeds"] = len(pn)
+        row["eta/eta*-1"] = median_ci(pn["eta/eta*-1"], level) if len(pn) else Estimate(math.nan, -math.inf, math.inf)
+        row["eta*"] = float(g["eta*"].iloc[0])
+        row["eta all"] = float(g["eta"].median())
+        row["t_pattern"] = censored_median_ci(list(g["t_pattern"]), level)
+        if "excess/R_dGD*" in g:
+            row["excess/R_dGD*"] = (median_ci(pn["excess/R_dGD*"], level) if len(pn)
+                                    else Estimate(math.nan, -math.inf, math.inf))
+            row["loss/R_Bayes"] = float(g["loss/R_Bayes"].median())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def along(table: pd.DataFrame, centre: Mapping[str, float], axis: str, H: int | None = None) -> pd.DataFrame:
+    """The rows of a model or cell table on one line through ``centre``: ``axis`` varies, every
+    other axis of :data:`AXES` equals the centre's (``H`` overrides the centre's head count).
+    ``axis="d/L"`` is the proportional line: d and L vary with ``d / L = d0 / L0``."""
+    check_choice("axis", axis, (*AXES, "d/L"))
+    c = dict(centre, **({} if H is None else {"H": H}))
+    free = ("d", "L") if axis == "d/L" else (axis,)
+    keep = np.ones(len(table), dtype=bool)
+    for a in AXES:
+        if a not in free:
+            keep &= np.isclose(table[a].to_numpy(dtype=float), float(c[a]))
+    if axis == "d/L":
+        keep &= table["d"].to_numpy() * c["L"] == table["L"].to_numpy() * c["d"]
+    return table[keep]
+
+
+def time_scaling(models: pd.DataFrame, axis: str, level: float = LEVEL) -> dict:
+    """The power law ``t_pattern ~ x^b`` along ``axis`` (a column of ``models``) fitted by least
+    squares on log axes to the runs that reached the pattern (a time of 0 counts as 1), with
+    :func:`loglog_slope`'s interval for ``b``.  Returns ``slope`` (an Estimate), ``intercept``
+    (of ``log t``; nan when undetermined), ``reached`` and ``censored`` (runs that did not reach
+    the pattern: left out of the fit, so a slope over them is a statement about those that did)."""
+    t = models["t_pattern"].astype(float)
+    ok = t.notna().to_numpy()
+    x = models[axis].to_numpy(dtype=float)[ok]
+    y = np.maximum(t.to_numpy()[ok], 1.0)
+    slope = loglog_slope(x, y, level) if len(x) else Estimate(math.nan, -math.inf, math.inf, level, "no run")
+    intercept = (float(np.mean(np.log(y)) - slope.value * np.mean(np.log(x))) if math.isfinite(slope.value)
+                 else math.nan)
+    return {"slope": slope, "intercept": intercept, "reached": int(ok.sum()), "censored": int((~ok).sum())}
+
+
+# ------------------------------------------------------------------------------------ projection
+def projected_seconds(specs: Sequence[RunSpec], rate: float, d: int = 5, L: int = 40) -> float:
+    """Seconds to train ``specs`` at ``rate`` model-steps per second measured at shape ``(d, L)``,
+    scaling each run's steps by ``(L' + 1)(d' + 1) / ((L + 1)(d + 1))``: the numbers drawn per
+    step (the sampling that dominates a GPU step at large ensembles), the rest of a step taken to
+    scale alike.  A projection from a measured rate, not a measurement."""
+    rate = check_float("rate", rate, 0.0, lo_open=True)
+    ref = (L + 1) * (d + 1)
+    return sum(s.train.steps * (s.data.L + 1) * (s.data.d + 1) / ref for s in specs) / rate
