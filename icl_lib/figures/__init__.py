@@ -7,6 +7,7 @@
 * :mod:`~icl_lib.figures.flows`     -- the two-head gradient flow's phases (chapter 4)
 * :mod:`~icl_lib.figures.strips`    -- test losses of every model against references (chapters 2, 7)
 * :mod:`~icl_lib.figures.optimality` -- risk ratios, linear attention, activations (chapter 5)
+* :mod:`~icl_lib.figures.phase`    -- outcome maps, learned rate, time to the pattern (chapter 9)
 
 The mathematics modules of the library import no plotting code; chapters import this package
 (``from icl_lib import figures``), which sets the book's style.
@@ -45,6 +46,7 @@ from .optimality import (
     linear_softmax_plot,
     linearisation_plot,
 )
+from .phase import eta_scatter, phase_maps, time_to_pattern
 from .stages import gd_comparison_figure, optimality_figure, stage_dynamics_figure, stage_timeline
 from .strips import PATTERN_COLORS, interval_strip, loss_strip, task_loss_plot
 from .style import CMAP, HEAD_COLORS, set_style
@@ -58,6 +60,7 @@ __all__ = [
     "bayes_ratio_plot",
     "circuit_heatmaps",
     "compare_figure",
+    "eta_scatter",
     "dynamics",
     "excess_curves",
     "gamma_heatmaps",
@@ -80,6 +83,7 @@ __all__ = [
     "optimality_figure",
     "pattern_with_matrices",
     "phase_figure",
+    "phase_maps",
     "plot_against_L",
     "population_gap_figure",
     "rho_distances",
@@ -90,5 +94,6 @@ __all__ = [
     "stage_dynamics_figure",
     "stage_timeline",
     "task_loss_plot",
+    "time_to_pattern",
     "valley_figure",
 ]

@@ -48,7 +48,7 @@ def phase_maps(cells: pd.DataFrame, x: str, y: str, panel: str, outcomes: Sequen
     :func:`~icl_lib.paper1.phase.cell_table`'s ``cells`` restricted to the rows whose other axes
     equal ``fixed``.  Each cell shows ``k/n`` seeds; a cell not in the grid is blank, an outcome
     impossible at its head count shows "-".  Panels with fewer than ``min_cells`` cells are left
-    out.  Returns the figure."""
+    out (all of them if none has as many).  Returns the figure."""
     for name, axis in (("x", x), ("y", y), ("panel", panel)):
         check_choice(name, axis, AXES)
     if len({x, y, panel}) != 3:
@@ -60,12 +60,14 @@ def phase_maps(cells: pd.DataFrame, x: str, y: str, panel: str, outcomes: Sequen
         sub = sub[np.isclose(sub[check_choice("fixed", axis, AXES)], value)]
     if sub.duplicated([x, y, panel]).any():
         fail("fixed", dict(fixed or {}), f"values of the axes other than {x}, {y}, {panel} that leave one row per cell")
-    panels = [p for p in sorted(sub[panel].unique()) if (sub[panel] == p).sum() >= min_cells]
-    if not panels:
-        fail("cells", f"{len(sub)} rows after fixed={dict(fixed or {})}", f"at least {min_cells} cells in a panel")
+    values = sorted(sub[panel].unique())
+    if not values:
+        fail("cells", f"0 rows after fixed={dict(fixed or {})}", "at least one cell")
+    panels = [p for p in values if (sub[panel] == p).sum() >= min_cells] or values  # none that full: all
     xs, ys = sorted(sub[x].unique()), sorted(sub[y].unique())
     if fig is None:
-        fig = plt.figure(figsize=(0.8 * len(xs) * len(panels) + 2.4, 0.55 * len(ys) * len(outcomes) + 1.4))
+        fig = plt.figure(figsize=(0.8 * len(xs) * len(panels) + 2.4, 0.6 * len(ys) * len(outcomes) + 1.6),
+                         layout="constrained")
     axes = fig.subplots(len(outcomes), len(panels), squeeze=False)
     image = None
     for i, o in enumerate(outcomes):
@@ -116,7 +118,7 @@ def eta_scatter(models: pd.DataFrame, cells: pd.DataFrame, ax=None):
         lo = np.array([e[0] * (1 + max(e[1].lo, -1.0)) for e in est])  # an unbounded interval drawn to eta = 0
         hi = np.array([e[0] * (1 + min(e[1].hi, 1.0)) for e in est])  # ... and to 2 eta*
         ax.errorbar(xs, mid, yerr=[mid - lo, hi - mid], fmt="o", color="black", ms=4, capsize=3, lw=1,
-                    label="cell median (pos/neg runs), 95% interval", zorder=3)
+                    label="cell mean (pos/neg runs), 95% t interval", zorder=3)
     values = np.concatenate([models["eta*"].to_numpy(), models["eta"].to_numpy()])
     lo_v, hi_v = float(np.nanmin(values)), float(np.nanmax(values))
     pad = 0.05 * (hi_v - lo_v or 1.0)
@@ -132,15 +134,15 @@ def time_to_pattern(models: Mapping[str, pd.DataFrame], fits: Mapping[str, dict]
     """Time to the pattern against one axis per panel, log-log: ``models`` maps a panel's x column
     (``"d"``, ``"L"``, ...) to the runs along it (rows of :func:`~icl_lib.paper1.phase.model_table`);
     every run that reached the pattern is a dot, one that did not is a triangle at the ``budget``;
-    the per-value median over all runs (censored ones included) with its order-statistic
-    interval; and the power law of ``fits[axis]`` (:func:`~icl_lib.paper1.phase.time_scaling`),
+    the per-value median over all runs (censored ones included) with the ends of its
+    order-statistic interval that the seeds bound; and the power law of ``fits[axis]`` (:func:`~icl_lib.paper1.phase.time_scaling`),
     labelled with its slope and interval.  Returns the figure."""
     from ..paper1.phase import censored_median_ci
 
     if not models:
         fail("models", {}, "at least one panel {axis: runs}")
     if fig is None:
-        fig = plt.figure(figsize=(4.2 * len(models) + 0.6, 3.8))
+        fig = plt.figure(figsize=(4.2 * len(models) + 0.6, 3.8), layout="constrained")
     axes = fig.subplots(1, len(models), sharey=True, squeeze=False)[0]
     for k, (ax, (axis, m)) in enumerate(zip(axes, models.items())):
         col = axis.split(" ")[0]  # "d (d/L = 1/8)": the runs' column d, another panel title
@@ -156,12 +158,15 @@ def time_to_pattern(models: Mapping[str, pd.DataFrame], fits: Mapping[str, dict]
         if len(missed):
             ax.scatter(missed[col], np.full(len(missed), float(budget)), marker="^", s=22, color="C3",
                        label=f"not within {budget} steps ({len(missed)})")
+        label = "median of all runs (95% interval where the seeds bound it)"
         for v, g in m.groupby(col):
             e = censored_median_ci(list(g["t_pattern"]))
-            if math.isfinite(e.value):
-                top = e.hi if math.isfinite(e.hi) else float(budget)
-                ax.errorbar([v], [max(e.value, 1.0)], yerr=[[max(e.value - e.lo, 0.0)], [max(top - e.value, 0.0)]],
-                            fmt="s", color="black", ms=5, capsize=3, lw=1, zorder=3)
+            if math.isfinite(e.value):  # an unbounded end (too few seeds, or censored) is not drawn
+                down = e.value - e.lo if math.isfinite(e.lo) else 0.0
+                up = e.hi - e.value if math.isfinite(e.hi) else 0.0
+                ax.errorbar([v], [max(e.value, 1.0)], yerr=[[max(down, 0.0)], [max(up, 0.0)]], fmt="s",
+                            color="black", ms=5, capsize=3, lw=1, zorder=3, label=label)
+                label = None
         fit = fits.get(axis)
         if fit is not None and math.isfinite(fit["slope"].value):
             xs = np.geomspace(m[col].min(), m[col].max(), 20)

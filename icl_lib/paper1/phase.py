@@ -21,15 +21,18 @@ noise level sigma^2, an Adam learning rate and an initial scale (:attr:`ModelCon
 * the final **test loss** against debiased GD at ``eta*`` and the Bayes predictor, all on one
   shared test set per task (:func:`~icl_lib.paper1.optimality.paired_losses`: paired errors).
 
-The grid (:class:`PhaseGrid`) is a list of values per axis whose first entries form the *centre*.
-The ``paper`` profile trains the full Cartesian product (:meth:`PhaseGrid.full`); the ``quick``
-profile trains a slice (:meth:`PhaseGrid.quick_slice`): every head count at the centre, and for
-one head count (``trap_heads``, 2 by default) every other value of each axis with the rest at the
-centre, d and L crossed along the proportional line ``d / L = d0 / L0``.
+The grid (:class:`PhaseGrid`) is a list of values per axis -- head counts, ``(d, L)`` shapes
+(pairs, so that the proportional line d / L = const is a choice of shapes), noise levels, rates
+and initial scales -- whose first entries form the *centre*.  :meth:`PhaseGrid.plan` gives each
+cell its number of seeds: the ``paper`` profile trains the full Cartesian product; the ``quick``
+profile a slice (every head count at the centre with many seeds, and for one head count,
+``trap_heads`` = 2 by default, every other value of one axis at a time with fewer seeds).  The
+training is the profile's (:func:`~icl_lib.engine.train_config`), so that the centre's runs are
+chapter 2's and the proportional shapes' runs chapter 5's: the run cache serves them.
 
 Statistics for the chapter's claims, each an :class:`~icl_lib.stats.Estimate`:
 :func:`censored_median_ci` (a median over seeds some of which never reached the pattern),
-:func:`newcombe_diff` (a difference of two fractions of seeds), :func:`max_abs` (the worst cell
+:func:`fraction_diff` (a difference of two fractions of seeds), :func:`max_abs` (the worst cell
 of a grid from per-cell intervals), :func:`loglog_slope` and :func:`linear_slope` (fitted slopes).
 :func:`projected_seconds` projects the time of a grid from a measured training rate.
 """
@@ -49,12 +52,12 @@ from scipy import stats as sps
 
 from ..circuits import DUMMY_TOL, dummy_heads, effective_rate, mu_of, omega_of
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
-from ..engine import Run, train, train_config
+from ..engine import Run, train
 from ..engine.run import stack_models
 from ..estimators import bayes_risk, debiased_gd_predict, debiased_gd_risk, optimal_eta_debiased
 from ..seeding import derive_seed
-from ..stats import LEVEL, Estimate, median_ci, proportion_ci
-from ..validate import check_choice, check_float, check_float_list, check_int, check_int_list, fail
+from ..stats import LEVEL, Estimate, mean_ci, median_ci, proportion_ci
+from ..validate import check_choice, check_float, check_float_list, check_int, check_int_list, fail, literal_list
 from .dynamics import first_persistent_step
 from .optimality import paired_losses
 
@@ -62,12 +65,11 @@ __all__ = [
     "OUTCOMES",
     "AXES",
     "SHAPE_TOL",
-    "QUICK_STEPS",
+    "LRS",
     "SEEDS",
     "Cell",
     "PhaseGrid",
-    "phase_train_config",
-    "phase_seeds",
+    "profile_lrs",
     "grid_specs",
     "train_grid",
     "outcome_codes",
@@ -77,21 +79,26 @@ __all__ = [
     "outcomes_at_time",
     "cell_table",
     "along",
+    "readable",
     "time_scaling",
     "censored_median_ci",
-    "newcombe_diff",
+    "fraction_diff",
     "max_abs",
     "linear_slope",
     "loglog_slope",
     "projected_seconds",
+    "H200_RATE",
 ]
 
 OUTCOMES = ("pos/neg", "single-sign", "single-head", "unformed")  # what a run ends in
 AXES = ("H", "d", "L", "sigma2", "lr", "init_scale")  # the grid's axes, as the tables name them
 SHAPE_TOL = 0.5  # chapter 2's thresholds of the form (3.1): KQ off-diag / diag and OV off-label / |mu|
-QUICK_STEPS = 1000  # this chapter's steps per run in the quick profile (the paper profile: 500,000)
-SEEDS = {"quick": 8, "paper": 16}  # seeds per cell by profile
+LRS = {"quick": (3e-3, 1e-3, 1e-2), "paper": (1e-3, 3e-4, 3e-3)}  # Adam rates: the profile's first
+SEEDS = {"quick": (12, 4), "paper": (16, 16)}  # (head-axis seeds, seeds of the other cells) by profile
 MAX_RUNS = 50_000  # the most runs one grid may ask for
+# The engine's rate on one NVIDIA H200 (model-steps/s, ensemble of 256 models at d = 5, L = 40,
+# torch 2.11.0+cu130, README "Speed"): what projected_seconds projects the full grid from.
+H200_RATE = 24_732
 
 
 # ------------------------------------------------------------------------------------ the grid
@@ -124,18 +131,31 @@ def _distinct(name: str, values: tuple) -> tuple:
     return values
 
 
+def _shapes(values) -> tuple:
+    """``[[d, L], ...]`` (or its text) as a tuple of ``(d, L)`` pairs, each checked by name."""
+    values = literal_list("shapes", values)
+    if not isinstance(values, (list, tuple)) or not 1 <= len(values) <= 8:
+        fail("shapes", values, "a list of 1 to 8 pairs [d, L]")
+    out = []
+    for i, pair in enumerate(values):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            fail(f"shapes[{i}]", pair, "a pair [d, L]")
+        out.append((check_int(f"shapes[{i}][0]", pair[0], 1, 16), check_int(f"shapes[{i}][1]", pair[1], 2, 128)))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class PhaseGrid:
     """The grid's values per axis; the first value of each list is the grid's centre (chapter 9).
 
-    Validated at construction, each list by its parameter's name (``heads``, ``ds``, ``Ls``,
-    ``sigma2s``, ``lrs``, ``init_scales``; at most 8 values each): H in [1, 8], d in [1, 16], L in
-    [2, 128], sigma^2 in [0, 10], lr in (0, 0.1], init scale in (0, 10].
+    ``shapes`` are ``(d, L)`` pairs (so that a line d / L = const, the proportional regime, is a
+    choice of pairs).  Validated at construction, each list by its parameter's name (``heads``,
+    ``shapes``, ``sigma2s``, ``lrs``, ``init_scales``; at most 8 values each): H in [1, 8], d in
+    [1, 16], L in [2, 128], sigma^2 in [0, 10], lr in (0, 0.1], init scale in (0, 10].
     """
 
     heads: tuple
-    ds: tuple
-    Ls: tuple
+    shapes: tuple
     sigma2s: tuple
     lrs: tuple
     init_scales: tuple
@@ -143,8 +163,7 @@ class PhaseGrid:
     def __post_init__(self):
         checks = {
             "heads": lambda v: check_int_list("heads", v, 1, 8, max_len=8),
-            "ds": lambda v: check_int_list("ds", v, 1, 16, max_len=8),
-            "Ls": lambda v: check_int_list("Ls", v, 2, 128, max_len=8),
+            "shapes": _shapes,
             "sigma2s": lambda v: check_float_list("sigma2s", v, 0.0, 10.0, max_len=8),
             "lrs": lambda v: check_float_list("lrs", v, 0.0, 0.1, lo_open=True, max_len=8),
             "init_scales": lambda v: check_float_list("init_scales", v, 0.0, 10.0, lo_open=True, max_len=8),
@@ -155,82 +174,87 @@ class PhaseGrid:
     @property
     def centre(self) -> dict:
         """The first value of every axis, keyed as :data:`AXES` (``H`` is ``heads[0]``)."""
-        return dict(zip(AXES, (self.heads[0], self.ds[0], self.Ls[0], self.sigma2s[0], self.lrs[0],
-                               self.init_scales[0])))
+        (d, L) = self.shapes[0]
+        return dict(zip(AXES, (self.heads[0], d, L, self.sigma2s[0], self.lrs[0], self.init_scales[0])))
 
     def full(self) -> list[Cell]:
         """Every combination of the axes' values (the ``paper`` profile), H varying slowest."""
-        return [Cell(*c) for c in itertools.product(self.heads, self.ds, self.Ls, self.sigma2s, self.lrs,
-                                                     self.init_scales)]
+        return [Cell(H, d, L, s, lr, g) for H, (d, L), s, lr, g in
+                itertools.product(self.heads, self.shapes, self.sigma2s, self.lrs, self.init_scales)]
+
+    def head_axis(self) -> list[Cell]:
+        """Every head count at the centre's shape, noise, rate and scale."""
+        c = self.centre
+        return [Cell(H, c["d"], c["L"], c["sigma2"], c["lr"], c["init_scale"]) for H in self.heads]
 
     def quick_slice(self, trap_heads: int = 2) -> list[Cell]:
-        """The ``quick`` profile's slice: every H at the centre; then, for ``H = trap_heads``, each
-        other value of one axis with every other axis at the centre -- d (at L0), L (at d0), the
-        pairs ``(d, L)`` of the lists on the proportional line ``d / L = d0 / L0``, sigma^2, lr and
-        the initial scale.  ``trap_heads`` must be one of ``heads``."""
+        """The ``quick`` profile's slice: :meth:`head_axis`, then, for ``H = trap_heads``, each other
+        value of one axis with every other axis at the centre: the other shapes, sigma^2, lr and
+        initial scale.  ``trap_heads`` must be one of ``heads``."""
         trap_heads = check_int("trap_heads", trap_heads, 1, 8)
         if trap_heads not in self.heads:
             fail("trap_heads", trap_heads, f"one of heads {list(self.heads)}")
-        c = self.centre
-        d0, L0 = c["d"], c["L"]
-        base = Cell(c["H"], d0, L0, c["sigma2"], c["lr"], c["init_scale"])
-        cells = [dataclasses.replace(base, H=H) for H in self.heads]
-        t = dataclasses.replace(base, H=trap_heads)
-        cells += [dataclasses.replace(t, d=d) for d in self.ds[1:]]
-        cells += [dataclasses.replace(t, L=L) for L in self.Ls[1:]]
-        cells += [dataclasses.replace(t, d=d, L=L) for d in self.ds[1:] for L in self.Ls[1:] if d * L0 == d0 * L]
+        t = dataclasses.replace(self.head_axis()[0], H=trap_heads)
+        cells = self.head_axis()
+        cells += [dataclasses.replace(t, d=d, L=L) for d, L in self.shapes[1:]]
         cells += [dataclasses.replace(t, sigma2=s) for s in self.sigma2s[1:]]
         cells += [dataclasses.replace(t, lr=lr) for lr in self.lrs[1:]]
         cells += [dataclasses.replace(t, init_scale=g) for g in self.init_scales[1:]]
         return list(dict.fromkeys(cells))
 
-    def cells(self, profile: str, trap_heads: int = 2) -> list[Cell]:
-        """:meth:`full` for ``paper``, :meth:`quick_slice` for ``quick``."""
+    def plan(self, profile: str, seeds: int | None = None, slice_seeds: int | None = None,
+             trap_heads: int = 2) -> dict[Cell, int]:
+        """``{cell: number of seeds}`` of a profile: in ``quick`` :meth:`quick_slice`, the head axis
+        with ``seeds`` each and the other cells with ``slice_seeds``; in ``paper`` :meth:`full`,
+        every cell with ``seeds``.  ``None``: the profile's (:data:`SEEDS`: quick 12 and 4, paper
+        16)."""
         check_choice("profile", profile, ("quick", "paper"))
-        return self.full() if profile == "paper" else self.quick_slice(trap_heads)
+        seeds = SEEDS[profile][0] if seeds is None else check_int("seeds", seeds, 1, 256)
+        slice_seeds = SEEDS[profile][1] if slice_seeds is None else check_int("slice_seeds", slice_seeds, 1, 256)
+        if profile == "paper":
+            return {c: seeds for c in self.full()}
+        axis = set(self.head_axis())
+        return {c: seeds if c in axis else slice_seeds for c in self.quick_slice(trap_heads)}
 
 
-def phase_train_config(profile: str, steps: int | None = None) -> TrainConfig:
-    """The chapter's training: the profile's (Adam, batch 256), with ``steps`` (``None``: 1,000 in
-    ``quick``, :data:`QUICK_STEPS`; 500,000 in ``paper``) and, in ``quick``, a validation set of 512
-    prompts (the validation loss only watches for divergence here).  Each cell sets its own lr."""
+def profile_lrs(profile: str, lrs=None) -> tuple:
+    """The Adam rates of the grid: ``lrs``, or the profile's (:data:`LRS`; the first is the
+    profile's own rate, so that the centre's runs are those of chapters 2 and 5)."""
     check_choice("profile", profile, ("quick", "paper"))
-    if profile == "quick":
-        return train_config("quick", steps=QUICK_STEPS if steps is None else steps, val_size=512)
-    return train_config("paper", steps=steps)
+    return LRS[profile] if lrs is None else lrs
 
 
-def phase_seeds(profile: str, seeds: int | None = None) -> int:
-    """Seeds per cell: ``seeds``, or the profile's (:data:`SEEDS`: quick 8, paper 16)."""
-    check_choice("profile", profile, ("quick", "paper"))
-    return SEEDS[profile] if seeds is None else check_int("seeds", seeds, 1, 256)
-
-
-def grid_specs(cells: Sequence[Cell], seeds: int, seed: int, train_cfg: TrainConfig) -> list[RunSpec]:
-    """One :class:`RunSpec` per cell and seed ``seed + k`` (``k < seeds``), cell by cell: the cell's
-    data, heads and initial scale, ``train_cfg`` with the cell's learning rate.  Every cell uses
-    the same seeds, so cells of one shape and noise level see the same training prompts."""
-    seeds = check_int("seeds", seeds, 1, 256)
-    seed = check_int("seed", seed, 0, 2**62 - seeds)
-    if len(cells) * seeds > MAX_RUNS:
-        fail("seeds", seeds, f"at most {MAX_RUNS} runs in all ({len(cells)} cells here)")
+def grid_specs(plan: Mapping[Cell, int], seed: int, train_cfg: TrainConfig) -> list[RunSpec]:
+    """One :class:`RunSpec` per cell of ``plan`` (:meth:`PhaseGrid.plan`) and seed ``seed + k``
+    (``k`` below the cell's number of seeds), cell by cell: the cell's data, heads and initial
+    scale, ``train_cfg`` with the cell's learning rate.  Every cell uses the same first seeds, so
+    cells of one shape and noise level see the same training prompts, and the centre's runs are
+    chapter 2's (and the shapes of chapter 5's proportional regime its runs)."""
+    counts = [check_int("seeds", k, 1, 256) for k in plan.values()]
+    seed = check_int("seed", seed, 0, 2**62 - max(counts, default=1))
+    if sum(counts) > MAX_RUNS:
+        fail("seeds", max(counts), f"at most {MAX_RUNS} runs in all (here {sum(counts)} in {len(counts)} cells)")
     return [RunSpec(data=c.data(), model=ModelConfig(heads=c.H, init_scale=c.init_scale),
                     train=dataclasses.replace(train_cfg, lr=c.lr), seed=seed + k)
-            for c in cells for k in range(seeds)]
+            for c, n in plan.items() for k in range(n)]
 
 
-def train_grid(cells: Sequence[Cell], seeds: int, seed: int, train_cfg: TrainConfig,
+def train_grid(plan: Mapping[Cell, int], seed: int, train_cfg: TrainConfig,
                device: str = "auto") -> dict[Cell, list[Run]]:
     """Train (or load) every run of the grid in one :func:`icl_lib.train` call, which packs runs
     of one shape and training configuration into ensembles; the specs are passed ordered by head
     count, so that an ensemble pads few heads.  Returns ``{cell: [runs in seed order]}``."""
-    specs = grid_specs(cells, seeds, seed, train_cfg)
+    specs = grid_specs(plan, seed, train_cfg)
     order = sorted(range(len(specs)), key=lambda i: specs[i].model.heads)
     runs_sorted = train([specs[i] for i in order], device=device)
     runs: list = [None] * len(specs)
     for i, r in zip(order, runs_sorted):
         runs[i] = r
-    return {c: runs[j * seeds:(j + 1) * seeds] for j, c in enumerate(cells)}
+    out, k = {}, 0
+    for c, n in plan.items():
+        out[c] = runs[k:k + n]
+        k += n
+    return out
 
 
 # ------------------------------------------------------------------------------------ one run
@@ -364,24 +388,19 @@ def censored_median_ci(times: Sequence, level: float = LEVEL) -> Estimate:
                     f"median of {n} ({n - finite.size} censored), order-statistic interval")
 
 
-def _wilson(k: int, n: int, level: float) -> tuple[float, float]:
-    ci = sps.binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
-    return float(ci.low), float(ci.high)
-
-
-def newcombe_diff(k1: int, n1: int, k2: int, n2: int, level: float = LEVEL) -> Estimate:
-    """The difference ``k1/n1 - k2/n2`` of two fractions of seeds with Newcombe's hybrid score
-    interval (Newcombe 1998, method 10, from the two Wilson intervals): good coverage down to a
-    handful of seeds and defined at 0 and n (e.g. the trap's frequency at two learning rates)."""
+def fraction_diff(k1: int, n1: int, k2: int, n2: int, level: float = LEVEL) -> Estimate:
+    """The difference ``k1/n1 - k2/n2`` of two fractions of independent seeds, with the interval
+    from the two exact (Clopper-Pearson) intervals at level ``(1 + level) / 2`` each:
+    ``[lo1 - hi2, hi1 - lo2]``.  By the union bound it covers the true difference with probability
+    at least ``level`` for every pair of true fractions and sizes (conservative; score intervals
+    such as Newcombe's are shorter but cover less than ``level`` at some fractions with a few
+    seeds, e.g. 92.3 % at 8 and 8 seeds and fractions 1/2)."""
     n1, n2 = check_int("n1", n1, 1), check_int("n2", n2, 1)
     k1, k2 = check_int("k1", k1, 0, n1), check_int("k2", k2, 0, n2)
-    p1, p2 = k1 / n1, k2 / n2
-    l1, u1 = _wilson(k1, n1, level)
-    l2, u2 = _wilson(k2, n2, level)
-    diff = p1 - p2
-    lo = diff - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
-    hi = diff + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
-    return Estimate(diff, lo, hi, level, f"{k1}/{n1} - {k2}/{n2}, Newcombe hybrid score interval")
+    each = (1 + check_float("level", level, 0.0, 1.0, True, True)) / 2
+    e1, e2 = proportion_ci(k1, n1, each), proportion_ci(k2, n2, each)
+    return Estimate(e1.value - e2.value, e1.lo - e2.hi, e1.hi - e2.lo, level,
+                    f"{k1}/{n1} - {k2}/{n2}, two exact intervals at {each:.3f} (union bound)")
 
 
 def max_abs(estimates: Sequence[Estimate], what: str = "") -> Estimate:
@@ -422,14 +441,22 @@ def loglog_slope(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -
 
 
 # ------------------------------------------------------------------------------------ per cell
+def _mean(x, level: float) -> Estimate:
+    """:func:`~icl_lib.stats.mean_ci` of a cell's values; with fewer than 2 an unbounded interval."""
+    x = list(x)
+    if len(x) < 2:
+        return Estimate(float(x[0]) if x else math.nan, -math.inf, math.inf, level, f"mean of {len(x)}: unbounded")
+    return mean_ci(x, level)
+
+
 def cell_table(models: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     """One row per cell from :func:`model_table` (and :func:`attach_losses`, if present): the
     number of ``seeds``; for every outcome its count ``k <outcome>``, fraction and Clopper-Pearson
     interval (``<outcome>``, an :class:`~icl_lib.stats.Estimate`); ``with dummy`` (count of runs
-    with a dummy head); ``eta/eta*-1`` (median over the pos/neg runs, order-statistic interval;
-    ``nan`` without any) and ``eta all`` (median of ``eta`` over all seeds); ``t_pattern``
-    (:func:`censored_median_ci` over all seeds); and, with losses, ``excess/R_dGD*`` (median over
-    the pos/neg runs) and ``loss/R_Bayes`` (median over all)."""
+    with a dummy head); ``eta/eta*-1`` (mean over the pos/neg runs, t interval; unbounded with
+    fewer than 2 such runs) and ``eta all`` (median of ``eta`` over all seeds); ``t_pattern``
+    (:func:`censored_median_ci` over all seeds); and, with losses, ``excess/R_dGD*`` (mean over
+    the pos/neg runs, t interval) and ``loss/R_Bayes`` (median over all)."""
     rows = []
     for key, g in models.groupby(list(AXES), sort=False):
         row = dict(zip(AXES, key))
@@ -442,16 +469,20 @@ def cell_table(models: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
         row["with dummy"] = int((g["dummy heads"] > 0).sum())
         pn = g[g["outcome"] == "pos/neg"]
         row["pos/neg seeds"] = len(pn)
-        row["eta/eta*-1"] = median_ci(pn["eta/eta*-1"], level) if len(pn) else Estimate(math.nan, -math.inf, math.inf)
+        row["eta/eta*-1"] = _mean(pn["eta/eta*-1"], level)
         row["eta*"] = float(g["eta*"].iloc[0])
         row["eta all"] = float(g["eta"].median())
         row["t_pattern"] = censored_median_ci(list(g["t_pattern"]), level)
         if "excess/R_dGD*" in g:
-            row["excess/R_dGD*"] = (median_ci(pn["excess/R_dGD*"], level) if len(pn)
-                                    else Estimate(math.nan, -math.inf, math.inf))
+            row["excess/R_dGD*"] = _mean(pn["excess/R_dGD*"], level)
             row["loss/R_Bayes"] = float(g["loss/R_Bayes"].median())
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def readable(table: pd.DataFrame, spec: str = ".3g") -> pd.DataFrame:
+    """A copy of ``table`` for display: every :class:`~icl_lib.stats.Estimate` as ``value [lo, hi]``."""
+    return table.apply(lambda col: col.map(lambda v: format(v, spec) if isinstance(v, Estimate) else v))
 
 
 def along(table: pd.DataFrame, centre: Mapping[str, float], axis: str, H: int | None = None) -> pd.DataFrame:

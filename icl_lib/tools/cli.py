@@ -59,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         q.add_argument("--profile", default="quick", help="quick, paper or auto (default quick)")
         q.add_argument("--device", default="auto", help="cpu, cuda or auto (default auto)")
         q.add_argument("--book", type=Path, default=None, help="the folder of the chapters (default: book/)")
+        q.add_argument("--chapters", default=None, help="only these chapters, comma-separated (e.g. 02,05; default all)")
         if name == "plan":
             q.add_argument("--no-measure", action="store_true", help="do not measure the training rate")
         else:
@@ -72,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("action", choices=["status", "export"])
     q.add_argument("--profile", default="paper", help="the plan's profile (default paper)")
     q.add_argument("--device", default="auto", help="cpu, cuda or auto (default auto)")
+    q.add_argument("--chapters", default=None, help="only these chapters, comma-separated (e.g. 02,05; default all)")
     q.add_argument("--early-step", type=int, default=None, help="the early checkpoint's step (default 2000)")
     q.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return ap
@@ -80,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
 def _store(args) -> int:
     from . import plan as book
 
-    plan = book.book_plan(args.profile)
+    plan = book.select_chapters(book.book_plan(args.profile), args.chapters)
     store = book.RunStore()
     if args.action == "status":
         st = store.status(book.unique_specs(plan))
@@ -99,7 +101,7 @@ def _store(args) -> int:
 def _plan(args) -> int:
     from . import plan as book  # the plan reads the chapters: only for these commands
 
-    plan = book.book_plan(args.profile, args.book or book.BOOK)
+    plan = book.select_chapters(book.book_plan(args.profile, args.book or book.BOOK), args.chapters)
     if args.command == "plan":
         print(book.describe(plan, args.device, measure=not args.no_measure))
         return 0

@@ -4,7 +4,7 @@ Each chapter that trains models has a function here that turns its parameters in
 :class:`~icl_lib.config.RunSpec` it asks :func:`icl_lib.train` for, built with the same library
 functions the chapter calls (:func:`~icl_lib.paper1.sweeps.heads_sweep_specs`,
 :func:`~icl_lib.paper1.optimality.variant_specs`, :func:`~icl_lib.paper1.optimality.proportional_specs`,
-:func:`~icl_lib.paper1.anisotropic.rho_specs`);
+:func:`~icl_lib.paper1.anisotropic.rho_specs`, :func:`~icl_lib.paper1.phase.grid_specs`);
 the parameters are read from the chapter's ``parameters`` cell, so the plan follows the notebooks.
 (A test executes every chapter with the environment variable ``ICL_RUN_LOG`` set and checks that
 the runs it asked for are exactly the plan's.)
@@ -41,10 +41,11 @@ from ..engine.store import RunStore, early_twin
 from ..engine.trainer import EnsembleTrainer
 from ..paper1.anisotropic import rho_specs
 from ..paper1.optimality import proportional_specs, variant_specs
+from ..paper1.phase import PhaseGrid, grid_specs, profile_lrs
 from ..paper1.sweeps import as_heads, heads_sweep_specs
 from ..validate import check_choice, literal_list
 
-__all__ = ["BOOK", "CHAPTER_PLANS", "chapter_parameters", "book_plan", "unique_specs", "describe", "train_plan",
+__all__ = ["BOOK", "CHAPTER_PLANS", "chapter_parameters", "book_plan", "select_chapters", "unique_specs", "describe", "train_plan",
            "store_plan", "store_summary", "EARLY_STEP"]
 
 BOOK = Path(__file__).resolve().parents[2] / "book"  # the chapters of a source checkout
@@ -101,6 +102,12 @@ def _multitask(p: dict, profile: str) -> list[RunSpec]:  # chapter 7: the sweep 
     return _sweep(p, profile, data=data)
 
 
+def _phase(p: dict, profile: str) -> list[RunSpec]:  # chapter 9: the grid (quick: its slice)
+    grid = PhaseGrid(p["heads"], p["shapes"], p["sigma2s"], profile_lrs(profile, p["lrs"]), p["init_scales"])
+    plan = grid.plan(profile, p["seeds"], p["slice_seeds"], p["trap_heads"])
+    return grid_specs(plan, p["seed"], train_config(profile, steps=p.get("steps")))
+
+
 # chapter -> its runs from its parameters (chapters absent here train nothing)
 CHAPTER_PLANS: dict[str, Callable[[dict, str], list[RunSpec]]] = {
     "01_setup": _setup,
@@ -109,6 +116,7 @@ CHAPTER_PLANS: dict[str, Callable[[dict, str], list[RunSpec]]] = {
     "05_optimality": _optimality,
     "06_anisotropic": _anisotropic,
     "07_multitask": _multitask,
+    "09_phase_diagram": _phase,
 }
 
 
@@ -123,6 +131,21 @@ def book_plan(profile: str = "quick", book: str | Path = BOOK, overrides: dict |
             params = {**chapter_parameters(path), **(overrides or {}).get(name, {})}
             plan[name] = runs_of(params, profile)
     return plan
+
+
+def select_chapters(plan: dict[str, list[RunSpec]], chapters: str | None) -> dict[str, list[RunSpec]]:
+    """The chapters of ``plan`` named in ``chapters`` (comma-separated names or their number
+    prefixes, e.g. ``"02,05"``; ``None``: all): the command line's ``--chapters``."""
+    if chapters is None:
+        return plan
+    out = {}
+    for token in (t.strip() for t in str(chapters).split(",")):
+        hits = [c for c in plan if token and (c == token or c.split("_")[0] == token)]
+        if len(hits) != 1:
+            raise ValueError(f"chapters={chapters!r} is invalid: accepted comma-separated chapters of the plan "
+                             f"or their numbers ({', '.join(plan)}); {token!r} matches {len(hits)}")
+        out[hits[0]] = plan[hits[0]]
+    return out
 
 
 def unique_specs(plan: dict[str, list[RunSpec]]) -> list[RunSpec]:

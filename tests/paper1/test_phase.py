@@ -3,6 +3,7 @@ time to the pattern, losses against a direct Monte Carlo, and the statistics aga
 computations and published values."""
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -14,48 +15,108 @@ from icl_lib import DataConfig
 from icl_lib.circuits import summarize_pattern
 from icl_lib.claims import Below
 from icl_lib.config import ModelConfig, RunSpec, TrainConfig
-from icl_lib.engine import Run
+from icl_lib.engine import Run, train_config
 from icl_lib.estimators import debiased_gd_predict, debiased_gd_risk, mc_risk, optimal_eta_debiased
 from icl_lib.paper1 import phase as ph
 from icl_lib.seeding import derive_seed
-from icl_lib.stats import Estimate, median_ci, proportion_ci
+from icl_lib.stats import Estimate, mean_ci, median_ci, proportion_ci
 
-GRID = dict(heads=[1, 2, 3], ds=[4, 2, 8], Ls=[32, 16, 20], sigma2s=[0.1, 0.3], lrs=[3e-3, 1e-2], init_scales=[1.0, 0.5])
+GRID = dict(heads=[1, 2, 3], shapes=[[4, 32], [2, 32], [8, 32], [4, 16], [2, 16]], sigma2s=[0.1, 0.3],
+            lrs=[3e-3, 1e-2], init_scales=[1.0, 0.5])
 
 
 def test_the_grid_validates_every_axis_by_its_name():
-    for name, bad in [("heads", [0]), ("heads", []), ("ds", ["x"]), ("ds", [17]), ("Ls", [1]), ("sigma2s", [-0.1]),
-                      ("sigma2s", [math.nan]), ("lrs", [0.0]), ("lrs", [0.2]), ("init_scales", [0.0]),
-                      ("init_scales", "x"), ("heads", [1, 1]), ("ds", list(range(1, 10)))]:
-        with pytest.raises(ValueError, match=rf"^{name}(\[\d+\])?="):
+    nine = [[4, 32], [2, 8]] + [[1, L] for L in range(2, 9)]
+    for name, bad in [("heads", [0]), ("heads", []), ("shapes", []), ("shapes", nine), ("shapes", "x"),
+                      ("shapes", "[[4, 32"), ("shapes", [[4]]), ("shapes", [[4, 32], 5]), ("shapes", [["x", 32]]),
+                      ("shapes", [[17, 32]]), ("shapes", [[4, 1]]), ("shapes", [[4, 129]]),
+                      ("shapes", [[4, 32], [4, 32]]), ("sigma2s", [-0.1]), ("sigma2s", [math.nan]), ("lrs", [0.0]),
+                      ("lrs", [0.2]), ("init_scales", [0.0]), ("init_scales", "x"), ("heads", [1, 1]),
+                      ("heads", list(range(1, 10)))]:
+        with pytest.raises(ValueError, match=rf"^{name}(\[\d+\])*( \((d|L)\))?="):
             ph.PhaseGrid(**{**GRID, name: bad})
-    g = ph.PhaseGrid(**{**GRID, "lrs": "[0.003, 0.01]"})  # papermill's text of a list
-    assert g.lrs == (0.003, 0.01)
+    # the messages of the shapes' checks (icl_lib.validate.fail's format; d's and L's may carry their name)
+    distinct = r"shapes=\[\(4, 32\), \(4, 32\)\] is invalid: accepted a list of distinct values"
+    for bad, want in [([], r"shapes=\[\] is invalid: accepted a list of 1 to 8 pairs \[d, L\]"),
+                      ([[4]], r"shapes\[0\]=\[4\] is invalid: accepted a pair \[d, L\]"),
+                      ([[4, 32], [2, 3, 4]], r"shapes\[1\]=\[2, 3, 4\] is invalid: accepted a pair \[d, L\]"),
+                      ([[17, 32]], r"shapes\[0\]\[0\]( \(d\))?=17 is invalid: accepted an integer in \[1, 16\]"),
+                      ([[4, 32], [2, 1]],
+                       r"shapes\[1\]\[1\]( \(L\))?=1 is invalid: accepted an integer in \[2, 128\]"),
+                      ([[4, 32], [4, 32]], distinct)]:
+        with pytest.raises(ValueError) as err:
+            ph.PhaseGrid(**{**GRID, "shapes": bad})
+        assert re.fullmatch(want, str(err.value)), str(err.value)
+    g = ph.PhaseGrid(**{**GRID, "lrs": "[0.003, 0.01]", "shapes": "[[4, 32], (2, 16)]"})  # papermill's text of a list
+    assert g.lrs == (0.003, 0.01) and g.shapes == ((4, 32), (2, 16))
+    assert ph.PhaseGrid(**GRID).shapes == ((4, 32), (2, 32), (8, 32), (4, 16), (2, 16))
     assert g.centre == {"H": 1, "d": 4, "L": 32, "sigma2": 0.1, "lr": 3e-3, "init_scale": 1.0}
+    swapped = ph.PhaseGrid(**{**GRID, "shapes": [[2, 16], [4, 32]]}).centre  # d and L from shapes[0]
+    assert (swapped["d"], swapped["L"]) == (2, 16)
 
 
-def test_full_is_the_cartesian_product_with_h_slowest():
-    cells = ph.PhaseGrid(**GRID).full()
-    assert len(cells) == 3 * 3 * 3 * 2 * 2 * 2 and len(set(cells)) == len(cells)
-    assert cells[0] == ph.Cell(1, 4, 32, 0.1, 3e-3, 1.0) and cells[-1] == ph.Cell(3, 8, 20, 0.3, 1e-2, 0.5)
-    assert [c.H for c in cells[:72]] == [1] * 72
+def test_full_is_the_cartesian_product_of_heads_shapes_and_the_rest_with_h_slowest():
+    g = ph.PhaseGrid(**GRID)
+    cells = g.full()
+    want = [ph.Cell(H, d, L, s, lr, i) for H in GRID["heads"] for d, L in GRID["shapes"] for s in GRID["sigma2s"]
+            for lr in GRID["lrs"] for i in GRID["init_scales"]]
+    assert cells == want and len(cells) == 3 * 5 * 2 * 2 * 2 and len(set(cells)) == len(cells)
+    assert cells[0] == ph.Cell(1, 4, 32, 0.1, 3e-3, 1.0) and cells[-1] == ph.Cell(3, 2, 16, 0.3, 1e-2, 0.5)
+    assert [c.H for c in cells[:40]] == [1] * 40
+    assert {(c.d, c.L) for c in cells} == {(4, 32), (2, 32), (8, 32), (4, 16), (2, 16)}  # pairs, not d x L
+
+
+def test_the_head_axis_is_every_head_count_at_the_centre():
+    assert ph.PhaseGrid(**GRID).head_axis() == [ph.Cell(H, 4, 32, 0.1, 3e-3, 1.0) for H in (1, 2, 3)]
+    g = ph.PhaseGrid([4, 2], [[8, 20], [4, 40]], [0.5, 0.0], [1e-2], [2.0, 1.0])
+    assert g.head_axis() == [ph.Cell(4, 8, 20, 0.5, 1e-2, 2.0), ph.Cell(2, 8, 20, 0.5, 1e-2, 2.0)]
 
 
 def test_the_quick_slice_is_every_head_count_at_the_centre_then_one_axis_at_a_time():
     g = ph.PhaseGrid(**GRID)
-    c = ph.Cell(2, 4, 32, 0.1, 3e-3, 1.0)
-    want = [ph.Cell(1, 4, 32, 0.1, 3e-3, 1.0), c, ph.Cell(3, 4, 32, 0.1, 3e-3, 1.0),
-            ph.Cell(2, 2, 32, 0.1, 3e-3, 1.0), ph.Cell(2, 8, 32, 0.1, 3e-3, 1.0),  # d at L0
-            ph.Cell(2, 4, 16, 0.1, 3e-3, 1.0), ph.Cell(2, 4, 20, 0.1, 3e-3, 1.0),  # L at d0
-            ph.Cell(2, 2, 16, 0.1, 3e-3, 1.0),  # d/L = 4/32: only (2, 16) of the lists' pairs
+    want = [ph.Cell(1, 4, 32, 0.1, 3e-3, 1.0), ph.Cell(2, 4, 32, 0.1, 3e-3, 1.0), ph.Cell(3, 4, 32, 0.1, 3e-3, 1.0),
+            ph.Cell(2, 2, 32, 0.1, 3e-3, 1.0), ph.Cell(2, 8, 32, 0.1, 3e-3, 1.0),  # the other shapes, in order
+            ph.Cell(2, 4, 16, 0.1, 3e-3, 1.0), ph.Cell(2, 2, 16, 0.1, 3e-3, 1.0),
             ph.Cell(2, 4, 32, 0.3, 3e-3, 1.0), ph.Cell(2, 4, 32, 0.1, 1e-2, 1.0), ph.Cell(2, 4, 32, 0.1, 3e-3, 0.5)]
-    assert g.quick_slice(2) == want
-    assert g.cells("quick", 2) == want and g.cells("paper") == g.full()
-    assert [x.H for x in g.quick_slice(3)[3:]] == [3] * 8
-    with pytest.raises(ValueError, match=r"^trap_heads="):
-        g.quick_slice(4)
-    one = ph.PhaseGrid([2], [5], [40], [0.1], [3e-3], [1.0])
-    assert one.quick_slice(2) == one.full() == [ph.Cell(2, 5, 40, 0.1, 3e-3, 1.0)]
+    assert g.quick_slice(2) == want and g.quick_slice() == want
+    three = g.quick_slice(3)
+    assert three[:3] == g.head_axis() and [x.H for x in three[3:]] == [3] * 7
+    assert [(x.d, x.L, x.sigma2, x.lr, x.init_scale) for x in three[3:]] == \
+        [(x.d, x.L, x.sigma2, x.lr, x.init_scale) for x in want[3:]]
+    assert len(set(three)) == len(three)
+    for bad in (4, 0):
+        with pytest.raises(ValueError, match=r"^trap_heads="):
+            g.quick_slice(bad)
+    one = ph.PhaseGrid([2], [[5, 40]], [0.1], [3e-3], [1.0])
+    assert one.quick_slice(2) == one.full() == one.head_axis() == [ph.Cell(2, 5, 40, 0.1, 3e-3, 1.0)]
+
+
+def test_the_plan_gives_the_head_axis_and_the_slice_their_seeds_by_profile():
+    g = ph.PhaseGrid(**GRID)
+    assert ph.SEEDS == {"quick": (12, 4), "paper": (16, 16)}
+    quick = g.plan("quick")
+    assert list(quick) == g.quick_slice(2)
+    assert list(quick.values()) == [12] * 3 + [4] * 7  # the head axis (H = 2's centre among it), then the slice
+    assert quick[ph.Cell(2, 4, 32, 0.1, 3e-3, 1.0)] == 12 and quick[ph.Cell(2, 2, 16, 0.1, 3e-3, 1.0)] == 4
+    mine = g.plan("quick", seeds=5, slice_seeds=2, trap_heads=3)
+    assert list(mine.items()) == [(c, 5) for c in g.head_axis()] + [(c, 2) for c in g.quick_slice(3)[3:]]
+    assert list(g.plan("quick", seeds=7).values()) == [7] * 3 + [4] * 7
+    assert list(g.plan("quick", slice_seeds=1).values()) == [12] * 3 + [1] * 7
+    paper = g.plan("paper")
+    assert list(paper) == g.full() and set(paper.values()) == {16}
+    assert list(g.plan("paper", seeds=3, slice_seeds=2).items()) == [(c, 3) for c in g.full()]
+    with pytest.raises(ValueError) as err:
+        g.plan("quick", seeds=0)
+    assert str(err.value) == "seeds=0 is invalid: accepted an integer in [1, 256]"
+    for kw, name in [({"seeds": 257}, "seeds"), ({"seeds": 1.5}, "seeds"), ({"seeds": True}, "seeds"),
+                     ({"slice_seeds": 0}, "slice_seeds"), ({"slice_seeds": 300}, "slice_seeds"),
+                     ({"trap_heads": 4}, "trap_heads")]:
+        with pytest.raises(ValueError, match=rf"^{name}="):
+            g.plan("quick", **kw)
+    with pytest.raises(ValueError, match=r"^slice_seeds="):
+        g.plan("paper", slice_seeds=0)
+    with pytest.raises(ValueError, match=r"^profile="):
+        g.plan("fast")
 
 
 def test_eta_star_is_theorem_4_2_ii():
@@ -65,27 +126,43 @@ def test_eta_star_is_theorem_4_2_ii():
 
 
 def test_grid_specs_one_run_per_cell_and_seed_with_the_cells_rate_and_scale():
-    cells = [ph.Cell(2, 4, 16, 0.1, 1e-2, 0.5), ph.Cell(3, 5, 20, 0.2, 3e-3, 1.0)]
+    plan = {ph.Cell(2, 4, 16, 0.1, 1e-2, 0.5): 2, ph.Cell(3, 5, 20, 0.2, 3e-3, 1.0): 3}
     tc = TrainConfig(steps=30, n_log=4, val_size=64)
-    specs = ph.grid_specs(cells, 2, 7, tc)
+    specs = ph.grid_specs(plan, 7, tc)
     assert [(s.model.heads, s.seed, s.train.lr, s.model.init_scale, s.data.d, s.data.L, s.data.sigma2)
             for s in specs] == [(2, 7, 1e-2, 0.5, 4, 16, 0.1), (2, 8, 1e-2, 0.5, 4, 16, 0.1),
-                                (3, 7, 3e-3, 1.0, 5, 20, 0.2), (3, 8, 3e-3, 1.0, 5, 20, 0.2)]
-    assert all(s.train.steps == 30 and s.train.val_size == 64 for s in specs)
+                                (3, 7, 3e-3, 1.0, 5, 20, 0.2), (3, 8, 3e-3, 1.0, 5, 20, 0.2),
+                                (3, 9, 3e-3, 1.0, 5, 20, 0.2)]
+    assert all(s.train.steps == 30 and s.train.val_size == 64 and s.train.n_log == 4 for s in specs)
+    assert ph.grid_specs({}, 0, tc) == []
+    g = ph.PhaseGrid(**GRID)
+    assert len(ph.grid_specs(g.plan("quick"), 0, tc)) == 3 * 12 + 7 * 4
+    assert len(ph.grid_specs(g.plan("paper", seeds=2), 0, tc)) == 2 * len(g.full())
+    for bad in (0, 257):
+        with pytest.raises(ValueError, match=r"^seeds="):
+            ph.grid_specs({**plan, ph.Cell(1, 4, 16, 0.1, 1e-2, 0.5): bad}, 0, tc)
+    with pytest.raises(ValueError, match=r"^seed="):
+        ph.grid_specs(plan, -1, tc)
+    assert ph.grid_specs(plan, 2**62 - 3, tc)[-1].seed == 2**62 - 1  # the last seed still fits
+    with pytest.raises(ValueError, match=r"^seed="):
+        ph.grid_specs(plan, 2**62 - 2, tc)
+    cells = [ph.Cell(2, d, L, 0.1, 1e-3, 1.0) for d in range(1, 11) for L in range(2, 22)]  # 200 cells
     with pytest.raises(ValueError, match=r"^seeds="):
-        ph.grid_specs(cells, 0, 0, tc)
+        ph.grid_specs(dict.fromkeys(cells, 256), 0, tc)  # 51,200 runs: more than MAX_RUNS
+    at_most = {**dict.fromkeys(cells[:195], 256), cells[195]: 80}  # 195 * 256 + 80 = MAX_RUNS exactly
+    assert len(ph.grid_specs(at_most, 0, tc)) == ph.MAX_RUNS == 50_000
     with pytest.raises(ValueError, match=r"^seeds="):
-        ph.grid_specs(cells * 200, 256, 0, tc)  # more than MAX_RUNS runs
+        ph.grid_specs({**at_most, cells[196]: 1}, 0, tc)
 
 
-def test_train_configuration_and_seeds_by_profile():
-    q, p = ph.phase_train_config("quick"), ph.phase_train_config("paper")
-    assert (q.steps, q.batch, q.val_size, q.optimizer) == (ph.QUICK_STEPS, 256, 512, "adam")
-    assert (p.steps, p.batch, p.lr) == (500_000, 256, 1e-3)
-    assert ph.phase_train_config("quick", 77).steps == 77
-    assert ph.phase_seeds("quick") == 8 and ph.phase_seeds("paper") == 16 and ph.phase_seeds("paper", 3) == 3
-    with pytest.raises(ValueError, match=r"^seeds="):
-        ph.phase_seeds("quick", 0)
+def test_the_profiles_rates():
+    assert ph.profile_lrs("quick") == ph.LRS["quick"] == (3e-3, 1e-3, 1e-2)
+    assert ph.profile_lrs("paper") == ph.LRS["paper"] == (1e-3, 3e-4, 3e-3)
+    for profile in ("quick", "paper"):  # the first rate is the profile's own (chapters 2 and 5)
+        assert ph.profile_lrs(profile)[0] == train_config(profile).lr
+    assert ph.profile_lrs("paper", [0.01, 0.02]) == [0.01, 0.02] and ph.profile_lrs("quick", (5e-3,)) == (5e-3,)
+    with pytest.raises(ValueError, match=r"^profile="):
+        ph.profile_lrs("fast")
 
 
 # ------------------------------------------------------------------------------------ outcomes
@@ -176,16 +253,20 @@ def test_outcomes_at_time_reads_the_snapshot_at_an_equal_product_of_rate_and_ste
 
 # ------------------------------------------------------------------------------------ training and losses
 def test_train_grid_returns_each_cells_runs_in_seed_order_and_losses_match_a_direct_monte_carlo():
-    cells = [ph.Cell(3, 3, 6, 0.1, 1e-2, 1.0), ph.Cell(1, 3, 6, 0.1, 1e-2, 0.5), ph.Cell(2, 3, 8, 0.2, 3e-3, 1.0)]
+    plan = {ph.Cell(3, 3, 6, 0.1, 1e-2, 1.0): 2, ph.Cell(1, 3, 6, 0.1, 1e-2, 0.5): 1,
+            ph.Cell(2, 3, 8, 0.2, 3e-3, 1.0): 2}
     tc = TrainConfig(steps=15, batch=16, n_log=4, val_size=64)
-    runs = ph.train_grid(cells, 2, 4, tc, device="cpu")
-    assert list(runs) == cells
+    runs = ph.train_grid(plan, 4, tc, device="cpu")
+    assert list(runs) == list(plan)
     for c, rs in runs.items():
-        assert [r.spec.seed for r in rs] == [4, 5]
-        assert all((r.spec.model.heads, r.spec.train.lr, r.spec.model.init_scale, r.spec.data.L) ==
-                   (c.H, c.lr, c.init_scale, c.L) for r in rs)
+        assert [r.spec.seed for r in rs] == [4 + k for k in range(plan[c])]  # the cell's seeds, in order
+        assert all((r.spec.model.heads, r.spec.train.lr, r.spec.model.init_scale, r.spec.data.d, r.spec.data.L,
+                    r.spec.data.sigma2, r.spec.train.steps) == (c.H, c.lr, c.init_scale, c.d, c.L, c.sigma2, 15)
+                   for r in rs)
+        assert all(r.history["KQ"].shape[1] == c.H for r in rs)  # the trained model has the cell's heads
     models = ph.model_table(runs)
-    assert len(models) == 6 and models["H"].tolist() == [3, 3, 1, 1, 2, 2]
+    assert len(models) == 5 and models["H"].tolist() == [3, 3, 1, 2, 2]
+    assert models["seed"].tolist() == [4, 5, 4, 4, 5]
     out = ph.attach_losses(models, runs, n=500, seed=3)
     for k, (c, r) in enumerate([(c, r) for c, rs in runs.items() for r in rs]):
         eta = optimal_eta_debiased(c.d, c.L, c.sigma2)
@@ -215,30 +296,50 @@ def test_censored_median_is_the_order_statistic_interval_with_censored_seeds_las
         ph.censored_median_ci([])
 
 
-def test_newcombe_interval_matches_the_published_example_and_the_direct_formula():
-    e = ph.newcombe_diff(56, 70, 48, 80)  # Newcombe (1998), Table II, example (a): 0.0524 to 0.3339
-    assert e.value == pytest.approx(0.2) and (e.lo, e.hi) == pytest.approx((0.0524, 0.3339), abs=1e-4)
-    k1, n1, k2, n2 = 3, 8, 7, 8
-    w = lambda k, n: sps.binomtest(k, n).proportion_ci(method="wilson")  # noqa: E731
-    l1, u1, l2, u2 = w(k1, n1).low, w(k1, n1).high, w(k2, n2).low, w(k2, n2).high
-    p1, p2 = k1 / n1, k2 / n2
-    e = ph.newcombe_diff(k1, n1, k2, n2)
-    assert e.lo == pytest.approx(p1 - p2 - math.hypot(p1 - l1, u2 - p2))
-    assert e.hi == pytest.approx(p1 - p2 + math.hypot(u1 - p1, p2 - l2))
-    r = ph.newcombe_diff(k2, n2, k1, n1)
-    assert (r.value, r.lo, r.hi) == pytest.approx((-e.value, -e.hi, -e.lo))
-    for k in (0, 8):  # defined at the ends
-        x = ph.newcombe_diff(k, 8, 0, 8)
-        assert -1 <= x.lo <= x.value <= x.hi <= 1
+def _exact(k, n, level=0.975):
+    """scipy's Clopper-Pearson interval, the direct computation."""
+    return sps.binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
 
 
-@pytest.mark.parametrize("p1, p2", [(0.5, 0.5), (0.2, 0.6), (0.9, 0.9)])
-def test_newcombe_interval_covers_the_true_difference_at_eight_seeds_each(p1, p2):
-    """Exact coverage, by enumerating every outcome of two Binomial(8, p) counts."""
-    cover = sum(sps.binom.pmf(a, 8, p1) * sps.binom.pmf(b, 8, p2)
-                for a in range(9) for b in range(9)
-                if (lambda e: e.lo <= p1 - p2 <= e.hi)(ph.newcombe_diff(a, 8, b, 8)))
-    assert cover >= 0.93
+def test_fraction_diff_is_the_difference_of_two_exact_intervals_at_half_the_miss_rate_each():
+    for k1, n1, k2, n2 in [(3, 8, 7, 8), (0, 4, 12, 12), (5, 9, 2, 11), (16, 16, 1, 16)]:
+        e = ph.fraction_diff(k1, n1, k2, n2)
+        c1, c2 = _exact(k1, n1), _exact(k2, n2)
+        assert e.value == pytest.approx(k1 / n1 - k2 / n2) and e.level == 0.95
+        assert (e.lo, e.hi) == pytest.approx((c1.low - c2.high, c1.high - c2.low), rel=1e-12, abs=1e-12)
+        r = ph.fraction_diff(k2, n2, k1, n1)  # the groups swapped: the interval mirrored
+        assert (r.value, r.lo, r.hi) == pytest.approx((-e.value, -e.hi, -e.lo), abs=1e-12)
+    e = ph.fraction_diff(3, 8, 7, 8, level=0.9)  # each interval at (1 + 0.9) / 2 = 0.95
+    assert (e.lo, e.hi) == pytest.approx((_exact(3, 8, 0.95).low - _exact(7, 8, 0.95).high,
+                                          _exact(3, 8, 0.95).high - _exact(7, 8, 0.95).low))
+    assert e.level == 0.9
+    for k1 in (0, 8):  # defined at the ends
+        for k2 in (0, 8):
+            x = ph.fraction_diff(k1, 8, k2, 8)
+            assert -1 <= x.lo <= x.value <= x.hi <= 1
+    edge = 0.0125 ** (1 / 8)  # Clopper-Pearson at 0.975: [0, 1 - 0.0125^(1/n)] at k = 0, [0.0125^(1/n), 1] at n
+    x = ph.fraction_diff(0, 8, 8, 8)
+    assert (x.value, x.lo, x.hi) == pytest.approx((-1.0, -1.0, (1 - edge) - edge))
+    x = ph.fraction_diff(8, 8, 8, 8)
+    assert (x.value, x.lo, x.hi) == pytest.approx((0.0, edge - 1, 1 - edge))
+    for kw, name in [(dict(k1=9), "k1"), (dict(k2=-1), "k2"), (dict(n1=0), "n1"), (dict(n2=0), "n2"),
+                     (dict(level=1.0), "level"), (dict(level=0.0), "level")]:
+        with pytest.raises(ValueError, match=rf"^{name}="):
+            ph.fraction_diff(**{**dict(k1=3, n1=8, k2=7, n2=8), **kw})
+
+
+@pytest.mark.parametrize("n1, n2", [(8, 8), (4, 12)])
+@pytest.mark.parametrize("p1, p2", [(0.5, 0.5), (0.2, 0.6), (0.9, 0.9), (0.05, 0.05), (0.7, 0.1)])
+def test_fraction_diff_covers_the_true_difference_at_the_nominal_level(n1, n2, p1, p2):
+    """Exact coverage, by enumerating every outcome of two Binomial counts: at least 0.95 by the union
+    bound (Newcombe's interval covers 92.3 % at 8 and 8 seeds and fractions 1/2)."""
+    cover = 0.0
+    for a in range(n1 + 1):
+        for b in range(n2 + 1):
+            e = ph.fraction_diff(a, n1, b, n2)
+            if e.lo <= p1 - p2 <= e.hi:
+                cover += sps.binom.pmf(a, n1, p1) * sps.binom.pmf(b, n2, p2)
+    assert cover >= 0.95
 
 
 def test_max_abs_decides_every_cell_with_below():
@@ -272,30 +373,76 @@ def test_slopes_against_numpy_and_the_t_formula(gen):
 
 
 # ------------------------------------------------------------------------------------ tables
+def _row(d, L, k, outcome, eta, eta_star, t, dummies=0):
+    return {"H": 2, "d": d, "L": L, "sigma2": 0.1, "lr": 3e-3, "init_scale": 1.0, "seed": k, "outcome": outcome,
+            "dummy heads": dummies, "eta": eta, "eta*": eta_star, "eta/eta*-1": eta / eta_star - 1,
+            "t_pattern": t, "steps": 100}
+
+
 def _models():
     rows = []
     outcomes = ["pos/neg"] * 5 + ["single-sign", "unformed", "pos/neg"]
     for k, o in enumerate(outcomes):
-        rows.append({"H": 2, "d": 5, "L": 40, "sigma2": 0.1, "lr": 3e-3, "init_scale": 1.0, "seed": k, "outcome": o,
-                     "dummy heads": 0, "eta": 0.85 + 0.01 * k, "eta*": 0.879, "eta/eta*-1": (0.85 + 0.01 * k) / 0.879 - 1,
-                     "t_pattern": 10 * (k + 1) if o == "pos/neg" else None, "steps": 100})
+        rows.append(_row(5, 40, k, o, 0.85 + 0.01 * k, 0.879, 10 * (k + 1) if o == "pos/neg" else None))
     for k in range(3):
-        rows.append({"H": 2, "d": 10, "L": 40, "sigma2": 0.1, "lr": 3e-3, "init_scale": 1.0, "seed": k,
-                     "outcome": "pos/neg", "dummy heads": 1, "eta": 0.78, "eta*": 0.784, "eta/eta*-1": 0.78 / 0.784 - 1,
-                     "t_pattern": 50, "steps": 100})
+        rows.append(_row(10, 40, k, "pos/neg", 0.78 + 0.004 * k * k, 0.784, 50, dummies=1))
+    for k, o in enumerate(["single-sign", "pos/neg", "single-sign"]):  # one pos/neg run only
+        rows.append(_row(3, 24, k, o, 0.8 + 0.02 * k, 0.85, 30 if o == "pos/neg" else None))
+    for k in range(2):  # no pos/neg run
+        rows.append(_row(2, 24, k, "unformed", 0.5, 0.9, None))
     return pd.DataFrame(rows)
 
 
-def test_cell_table_counts_fractions_and_medians_per_cell():
-    cells = ph.cell_table(_models())
-    assert len(cells) == 2
+def _t_interval(x, level=0.95):
+    """The mean and Student's t interval, by scipy."""
+    x = np.asarray(x, dtype=float)
+    lo, hi = sps.t.interval(level, len(x) - 1, loc=x.mean(), scale=sps.sem(x))
+    return x.mean(), lo, hi
+
+
+def test_cell_table_counts_fractions_and_means_per_cell():
+    models = _models()
+    cells = ph.cell_table(models)
+    assert len(cells) == 4 and "excess/R_dGD*" not in cells
     c = cells.iloc[0]
     assert (c["seeds"], c["k pos/neg"], c["k single-sign"], c["k unformed"], c["k single-head"]) == (8, 6, 1, 1, 0)
     assert c["pos/neg"] == proportion_ci(6, 8) and c["single-sign"] == proportion_ci(1, 8)
-    pn = _models().iloc[[0, 1, 2, 3, 4, 7]]
-    assert c["eta/eta*-1"] == median_ci(pn["eta/eta*-1"]) and c["pos/neg seeds"] == 6
+    assert c["single-head"] == proportion_ci(0, 8) and c["unformed"] == proportion_ci(1, 8)
+    pn = models.iloc[[0, 1, 2, 3, 4, 7]]
+    assert c["eta/eta*-1"] == mean_ci(pn["eta/eta*-1"]) and c["pos/neg seeds"] == 6
+    e = c["eta/eta*-1"]
+    assert (e.value, e.lo, e.hi) == pytest.approx(_t_interval(pn["eta/eta*-1"]))
+    assert c["eta all"] == pytest.approx(np.median(models["eta"].iloc[:8])) and c["eta*"] == 0.879
     assert c["t_pattern"] == ph.censored_median_ci([10, 20, 30, 40, 50, None, None, 80])
-    assert cells.iloc[1]["with dummy"] == 3 and cells.iloc[1]["eta*"] == 0.784
+    c = cells.iloc[1]
+    assert c["with dummy"] == 3 and c["eta*"] == 0.784 and cells.iloc[0]["with dummy"] == 0
+    assert (c["eta/eta*-1"].value, c["eta/eta*-1"].lo, c["eta/eta*-1"].hi) == \
+        pytest.approx(_t_interval(models["eta/eta*-1"].iloc[8:11]))
+    one = cells.iloc[2]  # one pos/neg run: its value, an unbounded interval
+    assert (one["d"], one["L"], one["pos/neg seeds"]) == (3, 24, 1)
+    assert one["eta/eta*-1"].value == pytest.approx(0.82 / 0.85 - 1)
+    assert (one["eta/eta*-1"].lo, one["eta/eta*-1"].hi) == (-math.inf, math.inf)
+    none = cells.iloc[3]
+    assert none["pos/neg seeds"] == 0 and math.isnan(none["eta/eta*-1"].value)
+    assert (none["eta/eta*-1"].lo, none["eta/eta*-1"].hi) == (-math.inf, math.inf)
+    at90 = ph.cell_table(models, level=0.9).iloc[0]
+    assert at90["eta/eta*-1"] == mean_ci(pn["eta/eta*-1"], 0.9) and at90["pos/neg"] == proportion_ci(6, 8, 0.9)
+
+
+def test_cell_table_means_the_excess_loss_over_the_pos_neg_runs():
+    models = _models()
+    models["excess/R_dGD*"] = 0.01 * np.arange(len(models)) ** 1.5
+    models["loss/R_Bayes"] = 1.0 + 0.1 * np.arange(len(models)) ** 2
+    cells = ph.cell_table(models)
+    c = cells.iloc[0]
+    pn = models.iloc[[0, 1, 2, 3, 4, 7]]
+    assert c["excess/R_dGD*"] == mean_ci(pn["excess/R_dGD*"])
+    assert (c["excess/R_dGD*"].value, c["excess/R_dGD*"].lo, c["excess/R_dGD*"].hi) == \
+        pytest.approx(_t_interval(pn["excess/R_dGD*"]))
+    assert c["loss/R_Bayes"] == pytest.approx(np.median(models["loss/R_Bayes"].iloc[:8]))  # over all seeds
+    one = cells.iloc[2]
+    assert one["excess/R_dGD*"].value == pytest.approx(models["excess/R_dGD*"].iloc[12])
+    assert (one["excess/R_dGD*"].lo, one["excess/R_dGD*"].hi) == (-math.inf, math.inf)
 
 
 def test_along_picks_one_line_through_the_centre():

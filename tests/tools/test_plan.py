@@ -7,6 +7,7 @@ import sys
 import textwrap
 import time
 
+import pytest
 import torch
 
 from icl_lib import DataConfig, EnsembleTrainer, ModelConfig, RunSpec, TrainConfig
@@ -19,7 +20,7 @@ TINY = TrainConfig(steps=40, batch=16, lr=3e-3, n_log=4, val_size=64, dtype="flo
 def test_the_quick_plan_lists_every_training_chapter_and_shares_runs():
     plan = book.book_plan("quick")
     assert set(plan) == {"01_setup", "02_patterns", "03_two_stage_dynamics", "05_optimality", "06_anisotropic",
-                         "07_multitask"}
+                         "07_multitask", "09_phase_diagram"}
     assert len(plan["02_patterns"]) == 48 and len(plan["05_optimality"]) == 24 + 5 * 6 + 3 * 4
     ch2, ch3 = set(plan["02_patterns"]), set(plan["03_two_stage_dynamics"])
     assert len(ch3) == 3 * 9 and ch3 <= ch2  # chapter 3 reuses chapter 2's runs: H = 2..4, 9 of its 12 seeds
@@ -27,7 +28,10 @@ def test_the_quick_plan_lists_every_training_chapter_and_shares_runs():
     assert plan["01_setup"][0] in plan["02_patterns"] and all(s.train.steps == 4000 for s in book.unique_specs(plan))
     paper = book.book_plan("paper")
     assert all(s.train.steps == 500_000 for s in book.unique_specs(paper))
-    assert len(book.unique_specs(paper)) == len(book.unique_specs(plan))
+    papers = [c for c in plan if not c.startswith("09")]  # chapters 1-8: the same runs, longer
+    assert len(book.unique_specs({c: paper[c] for c in papers})) == len(book.unique_specs({c: plan[c] for c in papers}))
+    assert len(paper["09_phase_diagram"]) == 4800 and len(plan["09_phase_diagram"]) == 92  # full grid / slice
+    assert set(plan["02_patterns"]) & set(plan["09_phase_diagram"])  # chapter 9's centre is chapter 2's
     over = book.book_plan("quick", overrides={"02_patterns": {"heads": "[2]", "seeds": 1}})
     assert [s.model.heads for s in over["02_patterns"]] == [2]
 
@@ -36,8 +40,22 @@ def test_plan_command_describes_the_ensembles():
     p = subprocess.run([sys.executable, "-m", "icl_lib", "plan", "--profile", "quick", "--device", "cpu",
                         "--no-measure"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert "162 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
-    assert "d=5 L=40 tasks=1 softmax" in p.stdout and "648,000 model-steps" in p.stdout
+    assert "194 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
+    assert "d=5 L=40 tasks=1 softmax" in p.stdout and "776,000 model-steps" in p.stdout
+    only = subprocess.run([sys.executable, "-m", "icl_lib", "plan", "--profile", "quick", "--device", "cpu",
+                           "--no-measure", "--chapters", "02,05_optimality"], capture_output=True, text=True,
+                          timeout=300)
+    assert only.returncode == 0, only.stderr
+    assert "02_patterns" in only.stdout and "05_optimality" in only.stdout and "07_multitask" not in only.stdout
+
+
+def test_chapters_are_selected_by_name_or_number_and_a_bad_one_is_named():
+    plan = {"02_patterns": [1], "05_optimality": [2], "09_phase_diagram": [3]}
+    assert book.select_chapters(plan, None) is plan
+    assert book.select_chapters(plan, "09, 02_patterns") == {"09_phase_diagram": [3], "02_patterns": [1]}
+    for bad in ("04", "", "02,x", "patterns"):
+        with pytest.raises(ValueError, match=r"^chapters="):
+            book.select_chapters(plan, bad)
 
 
 def _specs():
