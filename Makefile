@@ -13,10 +13,10 @@ BOOKFLAGS ?=
 CHAPTERS := $(sort $(wildcard book/*.ipynb))
 # `make book` executes BOOK_JOBS chapters at a time (one single-threaded kernel each) before the
 # build renders them.  Chapters start longest first, as in this hint (chapters 3, 5 and 6 reuse
-# chapter 2's runs, so they start after it); the other chapters follow.
+# chapter 2's runs, so they start after it; chapter 9 reuses chapters 2 and 5's); the other chapters follow.
 BOOK_JOBS  ?= $(shell nproc 2>/dev/null || echo 1)
 BOOK_FIRST := book/07_multitask.ipynb book/02_patterns.ipynb book/06_anisotropic.ipynb book/05_optimality.ipynb \
-              book/08_preconditioned_convergence.ipynb
+              book/08_preconditioned_convergence.ipynb book/09_phase_diagram.ipynb
 EXEC_ORDER := $(foreach f,$(BOOK_FIRST),$(filter $(f),$(CHAPTERS))) $(filter-out $(BOOK_FIRST),$(CHAPTERS))
 
 # MathJax 3, served by the book itself (no network when reading it): the npm package is installed

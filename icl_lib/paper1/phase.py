@@ -88,6 +88,7 @@ __all__ = [
     "loglog_slope",
     "projected_seconds",
     "H200_RATE",
+    "UNDECIDED",
 ]
 
 OUTCOMES = ("pos/neg", "single-sign", "single-head", "unformed")  # what a run ends in
@@ -96,6 +97,7 @@ SHAPE_TOL = 0.5  # chapter 2's thresholds of the form (3.1): KQ off-diag / diag 
 LRS = {"quick": (3e-3, 1e-3, 1e-2), "paper": (1e-3, 3e-4, 3e-3)}  # Adam rates: the profile's first
 SEEDS = {"quick": (12, 4), "paper": (16, 16)}  # (head-axis seeds, seeds of the other cells) by profile
 MAX_RUNS = 50_000  # the most runs one grid may ask for
+UNDECIDED = Estimate(math.nan, -math.inf, math.inf, LEVEL, "not in this grid")  # a comparison without its cells
 # The engine's rate on one NVIDIA H200 (model-steps/s, ensemble of 256 models at d = 5, L = 40,
 # torch 2.11.0+cu130, README "Speed"): what projected_seconds projects the full grid from.
 H200_RATE = 24_732
