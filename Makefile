@@ -44,8 +44,12 @@ test: install unit nbval
 unit: install
 	$(PY) -m pytest -q tests
 
+# Chapters executed by nbval and by make book record their claims here, per profile; the dashboard
+# shows the other profile's recorded verdicts beside the build's own (book/_ext/icl_book.py).
+CLAIMS_DIR ?= $(CURDIR)/_build/claims
+
 nbval: install
-	$(PY) -m pytest -q --nbval-lax --nbval-cell-timeout=3600 -p no:randomly $(CHAPTERS)
+	ICL_CLAIMS_DIR=$(CLAIMS_DIR) $(PY) -m pytest -q --nbval-lax --nbval-cell-timeout=3600 -p no:randomly $(CHAPTERS)
 
 mathjax: $(MATHJAX_STAMP)
 
@@ -64,8 +68,8 @@ book: install mathjax
 	@if [ -f _build/html/.buildinfo ] && [ $(MATHJAX_STAMP) -nt _build/html/.buildinfo ]; then \
 	  echo "MathJax changed: rebuilding every page"; rm -rf _build/html _build/.doctrees; fi
 	@start=$$(date +%s); \
-	$(PY) -m icl_lib.tools.bookexec --jobs $(BOOK_JOBS) $(EXEC_ORDER) || exit $$?; \
-	$(VENV)/bin/jupyter-book build . $(BOOKFLAGS) || exit $$?; \
+	ICL_CLAIMS_DIR=$(CLAIMS_DIR) $(PY) -m icl_lib.tools.bookexec --jobs $(BOOK_JOBS) $(EXEC_ORDER) || exit $$?; \
+	ICL_CLAIMS_DIR=$(CLAIMS_DIR) $(VENV)/bin/jupyter-book build . $(BOOKFLAGS) || exit $$?; \
 	end=$$(date +%s); \
 	$(PY) -m icl_lib.tools.bookstats _build --since $$start; \
 	echo "book built in $$((end - start)) s: open _build/html/index.html"

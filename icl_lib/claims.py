@@ -32,6 +32,10 @@ In a notebook it also records the same claims as JSON (the chapter, its profile 
 library versions, and every claim with the paper's statement and the cell that checked it) in a
 MyST-NB ``glue`` record named :data:`CLAIMS_GLUE_KEY`, of media type :data:`CLAIMS_MIME`.  Nothing
 shows it; the book's claims dashboard and execution-status page (``book/_ext/icl_book.py``) read it.
+With the environment variable ``ICL_CLAIMS_DIR`` set (``make test`` and ``make book`` set it to
+``_build/claims``), it also writes them, with the time of the run, to
+``$ICL_CLAIMS_DIR/<profile>/<chapter>.json`` (atomically): a build of one profile shows the
+verdicts a run of the other profile recorded there beside its own.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import os
 import platform
 import re
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
@@ -321,9 +326,13 @@ class Claims:
         except ImportError:  # pragma: no cover - outside IPython the lines suffice
             pass
         out = os.environ.get("ICL_CLAIMS_DIR")
-        if out:
-            Path(out).mkdir(parents=True, exist_ok=True)
-            Path(out, f"{self.chapter}.json").write_text(json.dumps(payload, indent=1))
+        if out:  # <dir>/<profile>/<chapter>.json: the book's dashboard shows it beside the other profile
+            folder = Path(out, self.profile)
+            folder.mkdir(parents=True, exist_ok=True)
+            record = dict(payload, recorded=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+            tmp = folder / f".{self.chapter}.json.tmp"
+            tmp.write_text(json.dumps(record, indent=1))
+            os.replace(tmp, folder / f"{self.chapter}.json")
         failed = [c.cid for c in self.items if c.verdict == "FAIL" and not c.known_failure]
         if failed:
             raise AssertionError(f"{len(failed)} claim(s) failed in {self.chapter}: {', '.join(failed)}")

@@ -12,7 +12,10 @@ chapter's page as soon as the chapter has been read (executed, or served from th
 and the JSON from the chapter's glue data, links every claim to the section of the chapter that
 checks it, and fills two placeholders once all documents are read:
 
-* ``{claims-dashboard}``  -- every claim of every chapter, with its verdict;
+* ``{claims-dashboard}``  -- every claim of every chapter, with its verdict, and beside it the verdict
+  of the other profile (``quick`` or ``paper``) where a run of that profile recorded its claims
+  (``claims.report()`` with ``ICL_CLAIMS_DIR``: ``<icl_claims_dir>/<profile>/<chapter>.json``;
+  ``make test`` records its ``nbval`` run's, ``make book`` its own);
 * ``{execution-status}``  -- per chapter: when and how long it ran, profile, device, versions.
 
 So both pages always describe the build they are part of; no list of chapters is kept anywhere.
@@ -341,6 +344,53 @@ def _verdict_cell(c: dict) -> list[nodes.Node]:
     return cell
 
 
+def _recorded(app: Sphinx, profile: str) -> dict[str, dict]:
+    """Chapter -> the claims a run of ``profile`` recorded (``Claims.report`` with ``ICL_CLAIMS_DIR``),
+    read from ``<srcdir>/<icl_claims_dir>/<profile>/``; unreadable files are warned about and left out."""
+    cache = app.__dict__.setdefault("icl_recorded", {})
+    if profile not in cache:
+        root = Path(app.srcdir, app.config.icl_claims_dir, profile)
+        found = {}
+        for f in sorted(root.glob("*.json")) if root.is_dir() else []:
+            try:
+                data = json.loads(f.read_text())
+                if data.get("profile") != profile:
+                    raise ValueError(f"it records profile {data.get('profile')!r}")
+                found[data["chapter"]] = data
+            except (OSError, ValueError, KeyError, TypeError) as err:
+                logger.warning(f"recorded claims {f} left out: {err}", type="icl", subtype="claims")
+        cache[profile] = found
+    return cache[profile]
+
+
+def _other(profile: str) -> str:
+    return "paper" if profile == "quick" else "quick"
+
+
+def _other_cell(recorded: dict | None, cid: str) -> nodes.Node:
+    """The other profile's verdict of claim ``cid`` (not an ``icl-verdict``: that is this build's)."""
+    if recorded is None:
+        return nodes.inline(text="no recorded run", classes=["icl-other", "icl-notrun"])
+    c = next((c for c in recorded.get("claims", []) if c.get("cid") == cid), None)
+    if c is None:
+        return nodes.inline(text="not in the recorded run", classes=["icl-other", "icl-notrun"])
+    verdict = c.get("verdict", "?")
+    text = "not run in that profile" if verdict == "NOT-RUN" else verdict
+    cell = nodes.inline(classes=["icl-other", _VERDICT_CLASS.get(verdict, "icl-fail")])
+    cell += nodes.Text(text)
+    if c.get("interval", "-") != "-":
+        cell += nodes.Text(f" {c.get('measured', '')} {c['interval']}")
+    return cell
+
+
+def _recorded_text(other: str, recorded: dict | None) -> str:
+    if recorded is None:
+        return f"{other} profile: no recorded run"
+    when = recorded.get("recorded", "an unknown date")
+    return (f"{other} profile: recorded run of {when} on {recorded.get('device', '?')} (icl_lib "
+            f"{recorded.get('icl_lib', '?')}): {_count_text(recorded.get('claims', []))}")
+
+
 def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
     chapters = _chapters(app)
     all_claims = [c for _, ch in chapters for c in ch["claims"]]
@@ -356,13 +406,16 @@ def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
     out: list[nodes.Node] = [summary]
     for doc, ch in chapters:
         claims = ch["claims"]
+        profile = ch["meta"].get("profile", "quick")
+        other = _other(profile)
+        recorded = _recorded(app, other).get(doc.rsplit("/", 1)[-1])
         rubric = nodes.rubric(classes=["icl-chapter"])
         rubric += _link(app, fromdoc, doc, ch["title"])
         out.append(rubric)
         out.append(
             nodes.paragraph(
-                text=f"{_count_text(claims)} (profile {ch['meta'].get('profile', '?')}, "
-                f"device {ch['meta'].get('device', '?')})."
+                text=f"{_count_text(claims)} (profile {profile}, device {ch['meta'].get('device', '?')}); "
+                f"{_recorded_text(other, recorded)}."
             )
         )
         if not claims:
@@ -381,11 +434,12 @@ def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
                 nodes.literal(text=c["expected"]),
                 _verdict_cell(c),
                 c["profiles"].replace(",", ", "),
+                _other_cell(recorded, c["cid"]),
             ]
             for c in claims
         ]
         headers = ["Claim (section)", "Paper's statement", "Measured", "95 % interval", "Condition",
-                   "Verdict", "Declared for"]
+                   "Verdict", "Declared for", f"Verdict in the {other} profile"]
         out.append(_table(headers, rows, ["icl-claims"]))
     return out
 
@@ -494,6 +548,7 @@ def _dedupe_scripts(app: Sphinx, pagename: str, templatename: str, context: dict
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_config_value("icl_claims_dir", "_build/claims", "env")  # where runs record their claims
     app.add_node(claims_dashboard)
     app.add_node(execution_status)
     app.add_directive("claims-dashboard", ClaimsDashboard)

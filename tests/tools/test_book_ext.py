@@ -88,7 +88,7 @@ def _build(tmp_path: Path, chapters: dict[str, nbformat.NotebookNode]) -> tuple[
     from sphinx.application import Sphinx
 
     src = tmp_path / "src"
-    src.mkdir()
+    src.mkdir(exist_ok=True)
     (src / "conf.py").write_text(
         textwrap.dedent(
             f"""
@@ -178,3 +178,29 @@ def test_config_serves_mathjax_from_the_book():
     # a relative path is served from _static/ of the built book, which html_extra_path fills
     assert cfg["mathjax_path"] == "mathjax/tex-mml-chtml.js"
     assert "html_static_path" not in cfg and cfg["html_extra_path"] == ["_build/mathjax/html"]
+
+
+def test_dashboard_shows_the_other_profiles_recorded_verdicts_beside_its_own(tmp_path, monkeypatch, capsys):
+    """A run of the paper profile records its claims (Claims.report with ICL_CLAIMS_DIR); a quick
+    build shows them beside its own, chapter by chapter, and says where none was recorded."""
+    recorded = tmp_path / "src" / "_build" / "claims"
+    monkeypatch.setenv("ICL_CLAIMS_DIR", str(recorded))
+    paper = Claims("01_first", "paper", device="cpu")
+    paper.test("moment", Estimate(0.3, 0.1, 0.5), Above(0.4), "statement of moment", "P1 §3")
+    paper.report()  # INCONCLUSIVE in the paper run: it does not raise
+    capsys.readouterr()
+    written = recorded / "paper" / "01_first.json"
+    assert written.exists() and '"recorded"' in written.read_text()
+    (recorded / "paper" / "bad.json").write_text("{not json")
+    chapters = {"01_first": _chapter("1. First", [("The data", "moment", True), ("Shape", "shape", True)]),
+                "02_second": _chapter("2. Second", [("Alpha part", "alpha", True)])}
+    dash, _, warnings = _build(tmp_path, chapters)
+    assert _rows(dash) == [("01_first.html#the-data", "moment", "PASS"), ("01_first.html#shape", "shape", "PASS"),
+                           ("02_second.html#alpha-part", "alpha", "PASS")]  # this build's verdicts first
+    assert "Verdict in the paper profile" in dash
+    other = re.findall(r'<span class="icl-other ([a-z-]+)">([^<]*)</span>', dash)
+    assert other == [("icl-inconclusive", "INCONCLUSIVE 0.3 [0.1,0.5]"), ("icl-notrun", "not in the recorded run"),
+                     ("icl-notrun", "no recorded run")]
+    assert "paper profile: recorded run of" in dash and "0 pass, 0 fail, 1 inconclusive" in dash
+    assert "paper profile: no recorded run" in dash
+    assert "recorded claims" in warnings and "bad.json left out" in warnings
