@@ -80,6 +80,11 @@ __all__ = [
     "cell_table",
     "along",
     "readable",
+    "outcome_table",
+    "rate_table",
+    "trap_vs_heads",
+    "trap_vs_lr",
+    "time_panels",
     "time_scaling",
     "censored_median_ci",
     "fraction_diff",
@@ -501,6 +506,66 @@ def along(table: pd.DataFrame, centre: Mapping[str, float], axis: str, H: int | 
     if axis == "d/L":
         keep &= table["d"].to_numpy() * c["L"] == table["L"].to_numpy() * c["d"]
     return table[keep]
+
+
+_SHORT = {"init_scale": "init", "k pos/neg": "pos/neg", "k single-sign": "trap", "k single-head": "1 head",
+          "k unformed": "unformed", "with dummy": "dummy"}  # column names of the display tables
+
+
+def outcome_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """:func:`cell_table`'s counts for display: the cell's axes, seeds, and the number of seeds in
+    each outcome (``trap``: single-sign) and with a dummy head, in short column names."""
+    cols = [*AXES, "seeds", "k pos/neg", "k single-sign", "k single-head", "k unformed", "with dummy"]
+    return cells[cols].rename(columns=_SHORT)
+
+
+def rate_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """:func:`cell_table`'s rates, times and losses for display (estimates as ``value [lo, hi]``):
+    ``eta*``, ``eta/eta*-1``, ``t_pattern`` and, with losses, ``excess/R_dGD*`` and ``loss/R_Bayes``."""
+    cols = [c for c in ("eta*", "eta/eta*-1", "t_pattern", "excess/R_dGD*", "loss/R_Bayes") if c in cells]
+    return readable(cells[list(AXES) + cols].rename(columns=_SHORT))
+
+
+def trap_vs_heads(cells: pd.DataFrame, centre: Mapping[str, float], trap_heads: int = 2,
+                  level: float = LEVEL) -> Estimate:
+    """The fraction of ``trap_heads``-head seeds in the single-sign trap minus that of the seeds with
+    more heads (pooled), on the head axis at the centre (:func:`fraction_diff`); :data:`UNDECIDED`
+    when the grid lacks one of the two."""
+    axis = along(cells, centre, "H")
+    two, more = axis[axis["H"] == trap_heads], axis[axis["H"] > trap_heads]
+    if not (len(two) and len(more)):
+        return UNDECIDED
+    return fraction_diff(int(two["k single-sign"].sum()), int(two["seeds"].sum()),
+                         int(more["k single-sign"].sum()), int(more["seeds"].sum()), level)
+
+
+def trap_vs_lr(cells: pd.DataFrame, centre: Mapping[str, float], trap_heads: int = 2,
+               level: float = LEVEL) -> Estimate:
+    """The trap fraction of ``trap_heads``-head seeds at the largest learning rate of the grid minus
+    that at the smallest (the other axes at the centre; :func:`fraction_diff`); :data:`UNDECIDED`
+    with fewer than two rates."""
+    line = along(cells, dict(centre, H=trap_heads), "lr").sort_values("lr")
+    if len(line) < 2:
+        return UNDECIDED
+    hi, lo = line.iloc[-1], line.iloc[0]
+    return fraction_diff(int(hi["k single-sign"]), int(hi["seeds"]), int(lo["k single-sign"]), int(lo["seeds"]),
+                         level)
+
+
+def time_panels(models: pd.DataFrame, centre: Mapping[str, float], trap_heads: int = 2) -> dict[str, pd.DataFrame]:
+    """The lines of the grid along which the time to the pattern is fitted, ``trap_heads`` heads and
+    the other axes at the centre: ``"lr"`` (the learning rates), and ``"L (d = x)"`` for every
+    dimension x of the grid with at least two context lengths.  ``{title: runs}``, for
+    :func:`time_scaling` and :func:`~icl_lib.figures.time_to_pattern`."""
+    c = dict(centre, H=trap_heads)
+    panels = {"lr": along(models, c, "lr")}
+    rest = models[(models["H"] == trap_heads)]
+    for a in ("sigma2", "lr", "init_scale"):
+        rest = rest[np.isclose(rest[a].to_numpy(dtype=float), float(c[a]))]
+    for d, g in rest.groupby("d"):
+        if g["L"].nunique() >= 2:
+            panels[f"L (d = {d})"] = g
+    return panels
 
 
 def time_scaling(models: pd.DataFrame, axis: str, level: float = LEVEL) -> dict:

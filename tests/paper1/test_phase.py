@@ -477,3 +477,57 @@ def test_projected_seconds_scales_each_run_by_the_numbers_it_draws():
     assert ph.projected_seconds(specs, 100.0) == pytest.approx(want)
     with pytest.raises(ValueError, match=r"^rate="):
         ph.projected_seconds(specs, 0)
+
+
+# ------------------------------------------------------------------------------------ comparisons for the claims
+def _grid_models():
+    """Runs of a small grid: the head axis at the centre (H = 1, 2, 3; 6 seeds), and for H = 2 two
+    other rates and two other lengths at d = 8, with known outcomes."""
+    rows = []
+
+    def add(H, d, L, lr, outcomes, t=100):
+        for k, o in enumerate(outcomes):
+            rows.append({**_row(d, L, k, o, 0.8, 0.85, t * (k + 1) if o in ("pos/neg", "single-head") else None),
+                         "H": H, "lr": lr})
+
+    add(1, 5, 40, 3e-3, ["single-head"] * 6)
+    add(2, 5, 40, 3e-3, ["single-sign"] * 2 + ["pos/neg"] * 4)
+    add(3, 5, 40, 3e-3, ["pos/neg"] * 5 + ["single-sign"])
+    add(2, 5, 40, 1e-3, ["single-sign"] * 3 + ["pos/neg"], t=300)
+    add(2, 5, 40, 1e-2, ["pos/neg"] * 4, t=30)
+    add(2, 8, 16, 3e-3, ["pos/neg"] * 3)
+    add(2, 8, 32, 3e-3, ["pos/neg"] * 3)
+    return pd.DataFrame(rows)
+
+
+CENTRE = {"H": 1, "d": 5, "L": 40, "sigma2": 0.1, "lr": 3e-3, "init_scale": 1.0}
+
+
+def test_the_trap_comparisons_count_the_right_cells():
+    cells = ph.cell_table(_grid_models())
+    assert ph.trap_vs_heads(cells, CENTRE) == ph.fraction_diff(2, 6, 1, 6)  # H = 2 against H = 3 at the centre
+    assert ph.trap_vs_lr(cells, CENTRE) == ph.fraction_diff(0, 4, 3, 4)  # lr 1e-2 minus lr 1e-3
+    one_rate = cells[np.isclose(cells["lr"], 3e-3)]
+    assert ph.trap_vs_lr(one_rate, CENTRE) is ph.UNDECIDED
+    assert ph.trap_vs_heads(cells[cells["H"] <= 2], CENTRE) is ph.UNDECIDED
+
+
+def test_time_panels_are_the_rate_line_and_each_dimension_with_several_lengths():
+    models = _grid_models()
+    panels = ph.time_panels(models, CENTRE)
+    assert list(panels) == ["lr", "L (d = 8)"]
+    assert sorted(panels["lr"]["lr"].unique()) == [1e-3, 3e-3, 1e-2] and set(panels["lr"]["H"]) == {2}
+    assert len(panels["lr"]) == 6 + 4 + 4 and sorted(panels["L (d = 8)"]["L"].unique()) == [16, 32]
+    fit = ph.time_scaling(panels["L (d = 8)"], "L")
+    assert fit["slope"].value == pytest.approx(0.0, abs=1e-12)  # the same times at both lengths
+
+
+def test_display_tables_keep_every_cell_and_format_estimates():
+    cells = ph.cell_table(_grid_models())
+    out = ph.outcome_table(cells)
+    assert list(out.columns) == ["H", "d", "L", "sigma2", "lr", "init", "seeds", "pos/neg", "trap", "1 head",
+                                 "unformed", "dummy"]
+    assert out["trap"].tolist() == cells["k single-sign"].tolist() and len(out) == len(cells) == 7
+    rates = ph.rate_table(cells)
+    assert "eta/eta*-1" in rates and "t_pattern" in rates and "excess/R_dGD*" not in rates
+    assert rates["t_pattern"].iloc[0] == format(cells["t_pattern"].iloc[0], ".3g")
