@@ -367,17 +367,18 @@ def _other(profile: str) -> str:
     return "paper" if profile == "quick" else "quick"
 
 
-def _other_cell(recorded: dict | None, cid: str) -> nodes.Node:
-    """The other profile's verdict of claim ``cid`` (not an ``icl-verdict``: that is this build's)."""
+def _other_cell(other: str, recorded: dict | None, cid: str) -> nodes.Node:
+    """The other profile's verdict of claim ``cid``, shown under this build's (not an
+    ``icl-verdict``: that class marks this build's verdict)."""
     if recorded is None:
-        return nodes.inline(text="no recorded run", classes=["icl-other", "icl-notrun"])
+        return nodes.inline(text=f"{other}: no recorded run", classes=["icl-other", "icl-notrun"])
     c = next((c for c in recorded.get("claims", []) if c.get("cid") == cid), None)
     if c is None:
-        return nodes.inline(text="not in the recorded run", classes=["icl-other", "icl-notrun"])
+        return nodes.inline(text=f"{other}: not in the recorded run", classes=["icl-other", "icl-notrun"])
     verdict = c.get("verdict", "?")
     text = "not run in that profile" if verdict == "NOT-RUN" else verdict
     cell = nodes.inline(classes=["icl-other", _VERDICT_CLASS.get(verdict, "icl-fail")])
-    cell += nodes.Text(text)
+    cell += nodes.Text(f"{other}: {text}")
     if c.get("interval", "-") != "-":
         cell += nodes.Text(f" {c.get('measured', '')} {c['interval']}")
     return cell
@@ -432,14 +433,13 @@ def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
                 nodes.literal(text=c["measured"]),
                 nodes.literal(text=c["interval"]),
                 nodes.literal(text=c["expected"]),
-                _verdict_cell(c),
+                [*_verdict_cell(c), nodes.paragraph("", "", _other_cell(other, recorded, c["cid"]))],
                 c["profiles"].replace(",", ", "),
-                _other_cell(recorded, c["cid"]),
             ]
             for c in claims
         ]
         headers = ["Claim (section)", "Paper's statement", "Measured", "95 % interval", "Condition",
-                   "Verdict", "Declared for", f"Verdict in the {other} profile"]
+                   f"Verdict ({other} below)", "Declared for"]
         out.append(_table(headers, rows, ["icl-claims"]))
     return out
 

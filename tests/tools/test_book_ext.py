@@ -197,10 +197,10 @@ def test_dashboard_shows_the_other_profiles_recorded_verdicts_beside_its_own(tmp
     dash, _, warnings = _build(tmp_path, chapters)
     assert _rows(dash) == [("01_first.html#the-data", "moment", "PASS"), ("01_first.html#shape", "shape", "PASS"),
                            ("02_second.html#alpha-part", "alpha", "PASS")]  # this build's verdicts first
-    assert "Verdict in the paper profile" in dash
+    assert "Verdict (paper below)" in dash
     other = re.findall(r'<span class="icl-other ([a-z-]+)">([^<]*)</span>', dash)
-    assert other == [("icl-inconclusive", "INCONCLUSIVE 0.3 [0.1,0.5]"), ("icl-notrun", "not in the recorded run"),
-                     ("icl-notrun", "no recorded run")]
+    assert other == [("icl-inconclusive", "paper: INCONCLUSIVE 0.3 [0.1,0.5]"),
+                     ("icl-notrun", "paper: not in the recorded run"), ("icl-notrun", "paper: no recorded run")]
     assert "paper profile: recorded run of" in dash and "0 pass, 0 fail, 1 inconclusive" in dash
     assert "paper profile: no recorded run" in dash
     assert "recorded claims" in warnings and "bad.json left out" in warnings
