@@ -32,8 +32,8 @@ chapter 2's and the proportional shapes' runs chapter 5's: the run cache serves 
 
 Statistics for the chapter's claims, each an :class:`~icl_lib.stats.Estimate`:
 :func:`censored_median_ci` (a median over seeds some of which never reached the pattern),
-:func:`fraction_diff` (a difference of two fractions of seeds), :func:`max_abs` (the worst cell
-of a grid from per-cell intervals), :func:`loglog_slope` and :func:`linear_slope` (fitted slopes).
+:func:`fraction_diff` (a difference of two fractions of seeds), :func:`worst_cell` (the worst cell
+of a grid, Bonferroni over cells), :func:`loglog_slope` and :func:`linear_slope` (fitted slopes).
 :func:`projected_seconds` projects the time of a grid from a measured training rate.
 """
 
@@ -59,7 +59,7 @@ from ..seeding import derive_seed
 from ..stats import LEVEL, Estimate, mean_ci, median_ci, proportion_ci
 from ..validate import check_choice, check_float, check_float_list, check_int, check_int_list, fail, literal_list
 from .dynamics import first_persistent_step
-from .optimality import paired_losses
+from .optimality import extreme, paired_losses
 
 __all__ = [
     "OUTCOMES",
@@ -88,7 +88,7 @@ __all__ = [
     "time_scaling",
     "censored_median_ci",
     "fraction_diff",
-    "max_abs",
+    "worst_cell",
     "linear_slope",
     "loglog_slope",
     "projected_seconds",
@@ -410,18 +410,20 @@ def fraction_diff(k1: int, n1: int, k2: int, n2: int, level: float = LEVEL) -> E
                     f"{k1}/{n1} - {k2}/{n2}, two exact intervals at {each:.3f} (union bound)")
 
 
-def max_abs(estimates: Sequence[Estimate], what: str = "") -> Estimate:
-    """The largest ``|theta_c|`` over cells from per-cell estimates: value ``max |value_c|``,
-    interval from the smallest ``|theta|`` each cell's interval allows (0 if it straddles 0) to the
-    largest.  ``Below(t)`` on it passes when every cell's interval lies in ``(-t, t)`` and fails
-    when some cell's lies entirely outside: the cells' rule combined by "every cell".  Its coverage
-    is that of all cell intervals at once (at least ``1 - sum of their miss rates``)."""
-    if not estimates:
-        return Estimate(math.nan, -math.inf, math.inf, LEVEL, "no cell")
-    near = [0.0 if e.lo <= 0 <= e.hi else min(abs(e.lo), abs(e.hi)) for e in estimates]
-    far = [max(abs(e.lo), abs(e.hi)) for e in estimates]
-    value = max(abs(e.value) for e in estimates)
-    return Estimate(value, max(near), max(far), estimates[0].level, what or f"worst of {len(estimates)} cells")
+def worst_cell(models: pd.DataFrame, column: str, level: float = LEVEL, what: str = "") -> Estimate:
+    """The largest ``|mean of column|`` over the cells (runs grouped by :data:`AXES`) with at least
+    two runs, from each cell's mean, standard error and ``n - 1`` degrees of freedom, by
+    :func:`~icl_lib.paper1.optimality.extreme` (``kind="absmax"``): Bonferroni-simultaneous t
+    intervals, so the interval holds the true worst cell with probability ``level``.  ``Below(t)``
+    on it passes when every cell's interval lies in ``(-t, t)`` and fails when one lies wholly
+    outside.  :data:`UNDECIDED` without such a cell."""
+    stats = models.groupby(list(AXES), sort=False)[column].agg(["mean", "std", "count"])
+    stats = stats[stats["count"] >= 2]
+    if not len(stats):
+        return UNDECIDED
+    ses = stats["std"] / np.sqrt(stats["count"])
+    return extreme(stats["mean"], ses, "absmax", df=stats["count"] - 1, level=level,
+                   what=what or f"largest |mean {column}| over {len(stats)} cells")
 
 
 def linear_slope(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -> Estimate:

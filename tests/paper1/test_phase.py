@@ -342,18 +342,32 @@ def test_fraction_diff_covers_the_true_difference_at_the_nominal_level(n1, n2, p
     assert cover >= 0.95
 
 
-def test_max_abs_decides_every_cell_with_below():
-    inside = [Estimate(0.01, -0.03, 0.04), Estimate(-0.02, -0.06, 0.01)]
-    e = ph.max_abs(inside)
-    assert (e.value, e.lo, e.hi) == pytest.approx((0.02, 0.0, 0.06))
-    assert Below(0.1).decide(e.lo, e.hi) == "PASS"
-    out = inside + [Estimate(-0.2, -0.3, -0.12)]  # one cell surely beyond 0.1
-    e = ph.max_abs(out)
-    assert (e.value, e.lo, e.hi) == pytest.approx((0.2, 0.12, 0.3)) and Below(0.1).decide(e.lo, e.hi) == "FAIL"
-    unsure = inside + [Estimate(0.08, 0.02, 0.15)]
-    e = ph.max_abs(unsure)
-    assert e.lo == pytest.approx(0.02) and Below(0.1).decide(e.lo, e.hi) == "INCONCLUSIVE"
-    assert math.isinf(ph.max_abs([]).hi)
+def _cells_of(values_by_cell):
+    """Model rows: one cell (d = 2 + index) per list of values of column ``x``."""
+    return pd.DataFrame([{"H": 2, "d": 2 + j, "L": 40, "sigma2": 0.1, "lr": 3e-3, "init_scale": 1.0, "x": v}
+                         for j, vs in enumerate(values_by_cell) for v in vs])
+
+
+def test_worst_cell_is_bonferroni_over_the_cells_t_intervals_and_decides_with_below():
+    cells = [[0.01, 0.02, 0.00, 0.015], [-0.02, -0.03, -0.01], [0.05, 0.06]]
+    e = ph.worst_cell(_cells_of(cells), "x")
+    m = len(cells)  # the direct computation: every cell at level 1 - 0.05 / m
+    lo, hi = [], []
+    for vs in cells:
+        x = np.asarray(vs)
+        half = sps.t.ppf(1 - 0.05 / (2 * m), len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+        lo.append(x.mean() - half)
+        hi.append(x.mean() + half)
+    near = [0.0 if a <= 0 <= b else min(abs(a), abs(b)) for a, b in zip(lo, hi)]
+    far = [max(abs(a), abs(b)) for a, b in zip(lo, hi)]
+    assert (e.value, e.lo, e.hi) == pytest.approx((0.055, max(near), max(far)))
+    tight = [[0.01, 0.011, 0.009], [-0.02, -0.021, -0.019]]
+    assert Below(0.1).decide(*ph.worst_cell(_cells_of(tight), "x").interval) == "PASS"
+    beyond = tight + [[-0.2, -0.21, -0.19]]  # one cell surely beyond 0.1
+    assert Below(0.1).decide(*ph.worst_cell(_cells_of(beyond), "x").interval) == "FAIL"
+    unsure = tight + [[0.05, 0.15]]  # two seeds straddling 0.1
+    assert Below(0.1).decide(*ph.worst_cell(_cells_of(unsure), "x").interval) == "INCONCLUSIVE"
+    assert ph.worst_cell(_cells_of([[0.3]]), "x") is ph.UNDECIDED  # a cell of one run is left out
 
 
 def test_slopes_against_numpy_and_the_t_formula(gen):
