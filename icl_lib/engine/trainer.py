@@ -201,14 +201,15 @@ class EnsembleTrainer:
 
     # ----------------------------------------------------------------- history
     @torch.no_grad()
-    def _snapshot(self) -> tuple:
-        """What the history records of the current parameters: circuits and validation loss."""
+    def snapshot(self) -> tuple:
+        """What the history records of the current parameters: circuits and validation loss (at
+        each of ``TrainConfig.log_steps()``; the training plan times it, :func:`icl_lib.tools.plan.describe`)."""
         KQ, OV = self.model.circuits()
         return KQ.float().cpu(), OV.float().cpu(), self.model.loss(self.val).float().cpu()
 
     def _record(self, step: int, train_loss: torch.Tensor, snapshot: tuple | None = None) -> None:
         """Append step ``step`` to the history (``snapshot``: taken at that step's parameters)."""
-        KQ, OV, val_loss = self._snapshot() if snapshot is None else snapshot
+        KQ, OV, val_loss = self.snapshot() if snapshot is None else snapshot
         self.history["step"].append(step)
         self.history["train_loss"].append(train_loss.detach().float().cpu())
         self.history["val_loss"].append(val_loss)
@@ -252,7 +253,7 @@ class EnsembleTrainer:
                 if (stop is not None and stop.is_set()) or interrupted:
                     raise KeyboardInterrupt
                 t = self.step
-                snapshot = self._snapshot() if t in log_set and t not in recorded else None
+                snapshot = self.snapshot() if t in log_set and t not in recorded else None
                 batch = self.source.next(t)
                 loss = self.stepper(batch, t)
                 if snapshot is not None:

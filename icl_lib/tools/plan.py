@@ -22,12 +22,13 @@ Command line: ``python -m icl_lib plan --profile quick|paper`` and ``python -m i
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import math
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 
@@ -46,7 +47,7 @@ from ..paper1.sweeps import as_heads, heads_sweep_specs
 from ..validate import check_choice, literal_list
 
 __all__ = ["BOOK", "CHAPTER_PLANS", "chapter_parameters", "book_plan", "select_chapters", "unique_specs", "describe", "train_plan",
-           "store_plan", "store_summary", "EARLY_STEP"]
+           "store_plan", "store_summary", "EARLY_STEP", "EnsembleTiming"]
 
 BOOK = Path(__file__).resolve().parents[2] / "book"  # the chapters of a source checkout
 EARLY_STEP = 2000  # the stored early checkpoint of a paper-profile run (its integrity test retrains to it)
@@ -153,17 +154,45 @@ def unique_specs(plan: dict[str, list[RunSpec]]) -> list[RunSpec]:
     return list(dict.fromkeys(s for specs in plan.values() for s in specs))
 
 
-def _measure(specs: list[RunSpec], execution: Execution, steps: int = 6) -> float:
-    """Model-steps per second of one ensemble of ``specs`` (at most 64 of them), after 3 warm-up
-    steps, on this device."""
+class EnsembleTiming(NamedTuple):
+    """What one ensemble of the plan costs on this device: a training step in the steady state
+    (``step_seconds``, no history recorded) and one history record (``record_seconds``: every
+    head's circuits and the loss on the validation set, at each of ``TrainConfig.log_steps()``)."""
+
+    models: int
+    step_seconds: float
+    record_seconds: float
+
+    @property
+    def model_steps_per_s(self) -> float:
+        return self.models / max(self.step_seconds, 1e-12)
+
+    def seconds(self, steps: int, records: int) -> float:
+        """The time of ``steps`` training steps with ``records`` history records."""
+        return steps * self.step_seconds + records * self.record_seconds
+
+
+def _measure(specs: list[RunSpec], execution: Execution, steps: int = 6) -> EnsembleTiming:
+    """Time one ensemble of ``specs`` (at most 64 of them) on this device: ``steps`` training steps
+    after 3 warm-up steps, none of them recorded, and one history record.
+
+    The two are timed apart because the history is log-spaced: the first dozens of steps are all
+    recorded, so timing them would count a validation pass per step (in the paper profile, 8,192
+    sequences per model) and project the plan many times longer than it trains."""
     specs = specs[:64]
-    trainer = EnsembleTrainer(specs, progress=False, execution=execution)
+    quiet = [dataclasses.replace(s, train=dataclasses.replace(s.train, n_log=2)) for s in specs]  # records 0, 1, end
+    trainer = EnsembleTrainer(quiet, progress=False, execution=execution)
+    sync = torch.cuda.synchronize if execution.device.type == "cuda" else (lambda: None)
     trainer.run(until=3)
+    sync()
     t0 = time.perf_counter()
     trainer.run(until=3 + steps)
-    if execution.device.type == "cuda":
-        torch.cuda.synchronize()
-    return len(specs) * steps / max(time.perf_counter() - t0, 1e-9)
+    sync()
+    t1 = time.perf_counter()
+    trainer.snapshot()
+    sync()
+    t2 = time.perf_counter()
+    return EnsembleTiming(len(specs), max(t1 - t0, 1e-9) / steps, t2 - t1)
 
 
 def describe(plan: dict[str, list[RunSpec]], device: str = "auto", measure: bool = True, max_ensemble: int = 64) -> str:
@@ -186,16 +215,19 @@ def describe(plan: dict[str, list[RunSpec]], device: str = "auto", measure: bool
         s0 = specs[0]
         ms = len(specs) * s0.train.steps
         total_ms += ms
-        rate = _measure(specs, ex) if measure else math.nan
-        seconds = ms / rate if measure else math.nan
-        if chunk in solo:
-            seconds_solo += seconds
-        else:
-            seconds_together += seconds
+        if measure:
+            timing = _measure(specs, ex)
+            records = len(s0.train.log_steps())
+            seconds = timing.seconds(s0.train.steps, records)
+            if chunk in solo:
+                seconds_solo += seconds
+            else:
+                seconds_together += seconds
+            cost = (f", {timing.model_steps_per_s:,.0f} model-steps/s + {records} history records of "
+                    f"{timing.record_seconds:.2g} s, {seconds / 60:.1f} min")
         shape = f"d={s0.data.d} L={s0.data.L} tasks={s0.data.n_tasks} {s0.model.attention}"
         rows.append(f"  {shape:38s} {len(specs):3d} models x {s0.train.steps:,} steps = {ms:,} model-steps"
-                    + (f", {rate:,.0f} model-steps/s, {seconds / 60:.1f} min" if measure else "")
-                    + ("" if chunk in solo else " (side by side)"))
+                    + (cost if measure else "") + ("" if chunk in solo else " (side by side)"))
     # an ensemble trained side by side runs single-threaded, T of them at once on T threads: about
     # the time of training them one after another on all threads (the rate measured here)
     estimate = seconds_solo + seconds_together

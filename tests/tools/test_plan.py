@@ -12,6 +12,7 @@ import torch
 
 from icl_lib import DataConfig, EnsembleTrainer, ModelConfig, RunSpec, TrainConfig
 from icl_lib.engine.cache import RunCache
+from icl_lib.engine.execution import Execution
 from icl_lib.tools import plan as book
 
 TINY = TrainConfig(steps=40, batch=16, lr=3e-3, n_log=4, val_size=64, dtype="float64")
@@ -47,6 +48,37 @@ def test_plan_command_describes_the_ensembles():
                           timeout=300)
     assert only.returncode == 0, only.stderr
     assert "02_patterns" in only.stdout and "05_optimality" in only.stdout and "07_multitask" not in only.stdout
+
+
+def test_the_plan_times_training_steps_apart_from_history_records(monkeypatch):
+    # log-spaced histories record every one of the first steps: timing those would count a validation
+    # pass per step (the paper profile's plan was once projected at 173 h on this CPU that way)
+    tc = TrainConfig(steps=400_000, batch=16, lr=3e-3, n_log=400, val_size=64)
+    assert set(range(10)) <= set(tc.log_steps())
+    specs = [RunSpec(DataConfig(d=3, L=6), ModelConfig(heads=2), tc, seed=s) for s in (0, 1)]
+    recorded = []
+    real = EnsembleTrainer.snapshot
+
+    def spy(self):
+        recorded.append(self.step)
+        return real(self)
+
+    monkeypatch.setattr(EnsembleTrainer, "snapshot", spy)
+    timing = book._measure(specs, Execution.resolve("cpu"), steps=6)
+    assert recorded == [0, 1, 9]  # the warm-up's records (steps 0, 1), none while timed, then the one timed
+    assert timing.models == 2 and timing.step_seconds > 0 and timing.record_seconds > 0
+    assert timing.model_steps_per_s == pytest.approx(2 / timing.step_seconds)
+    assert timing.seconds(100, 3) == pytest.approx(100 * timing.step_seconds + 3 * timing.record_seconds)
+
+
+def test_the_expected_time_adds_the_history_records_to_the_steps(monkeypatch):
+    monkeypatch.setattr(book, "_measure", lambda specs, ex: book.EnsembleTiming(len(specs), 0.01, 2.0))
+    monkeypatch.setenv("ICL_CACHE_DIR", "/nonexistent-cache-for-this-test")
+    plan = book.select_chapters(book.book_plan("quick"), "01")  # one run: 4,000 steps, 112 records
+    records = len(plan["01_setup"][0].train.log_steps())
+    text = book.describe(plan, "cpu")
+    minutes = (4000 * 0.01 + records * 2.0) / 60
+    assert f"{records} history records of 2 s" in text and f"about {minutes:.1f} min" in text
 
 
 def test_chapters_are_selected_by_name_or_number_and_a_bad_one_is_named():
