@@ -9,7 +9,11 @@ setting H = 4, d = 5, L = 40, batch 256:
   each head's Q, K, V and O, fresh data from ``torch.randn``, ``torch.optim.Adam``, one model at a
   time (:class:`ReferenceAttention`, tested to compute the same function as the engine);
 * the engine (:class:`~icl_lib.engine.trainer.EnsembleTrainer`) with ensembles of R models;
-* the floor: drawing the fresh Gaussian numbers alone, per model-step, and its share of a step.
+* on a CPU, per-core floors of an engine step (each single-threaded): ``normal_`` alone, the
+  engine's sampler, and forward + backward + Adam on a fixed batch; their *ceiling* is the rate
+  of sampler and compute on every core at once, and the engine rows are set against the engine
+  issue's CPU targets (R = 32: 3,000 model-steps/s; R = 1: 8x the reference);
+* on a GPU, the share of a step spent drawing the fresh Gaussian numbers.
 
 Both are measured in the same process, interleaved, and the median of ``--repeats`` timed windows
 is reported, so the ratios are robust to a busy machine.
@@ -91,9 +95,66 @@ def _rate(fn, seconds: float, sync) -> float:
                 return n / (time.perf_counter() - t0)
 
 
+CPU_TARGETS = {32: ("model-steps/s", 3000.0), 1: ("x the reference", 8.0)}  # the engine issue's CPU targets
+
+
+def _single_threaded_rate(fn, seconds: float) -> float:
+    """Calls per second of ``fn`` with one intra-op thread (a per-core floor)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fn()
+        return _rate(fn, seconds, lambda: None)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _cpu_floors(tr: EnsembleTrainer, B: int, seconds: float) -> dict:
+    """Per-core costs of one engine step of ``tr``'s R models on a CPU, each single-threaded:
+
+    * ``normals``: one ``normal_`` call drawing the Gaussian numbers of R model-steps (torch's CPU
+      generator: the cost of the randomness alone);
+    * ``sampler``: the engine's sampler as a shard calls it (``parallel=False``): the numbers
+      drawn per model and stream, then turned into each model's sequences;
+    * ``compute``: forward, backward and the Adam step on a fixed batch (no sampling).
+
+    ``ceiling`` is the engine's rate were its work to spread perfectly over the T cores: for an
+    ensemble, T shards each sampling and computing, ``T / (1/sampler + 1/compute)``; for a lone
+    model (R = 1) on several cores, the next batch is drawn in a second thread while the step
+    computes, so ``min(sampler, compute)`` (model-steps/s)."""
+    R, P = len(tr.specs), tr.sampler.numbers_per_sequence()
+    flat = torch.empty(R * B * P)
+    gen = torch.Generator().manual_seed(0)
+    buffer = torch.empty(R, B, P)
+    batch = tr.sampler.sample(B, tr.generators, out=buffer.clone())
+
+    def compute():
+        loss = tr.model.loss(batch)
+        tr.opt.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        tr.opt.step()
+
+    floors = {
+        "normals": _single_threaded_rate(lambda: flat.normal_(generator=gen), seconds) * R,
+        "sampler": _single_threaded_rate(lambda: tr.sampler.sample(B, tr.generators, out=buffer, parallel=False),
+                                         seconds) * R,
+        "compute": _single_threaded_rate(compute, seconds) * R,
+    }
+    threads = torch.get_num_threads()
+    if R == 1 and threads > 1:
+        floors["ceiling"] = min(floors["sampler"], floors["compute"])
+    else:
+        floors["ceiling"] = min(R, threads) / (1 / floors["sampler"] + 1 / floors["compute"])
+    return floors
+
+
 def measure(device="auto", ensembles=(1, 8, 32), seconds: float = 4.0, repeats: int = 3, heads: int = 4,
             compile: bool | str = "auto", graph: bool = False, draw_ahead: int | str = "auto"):
-    """Return a list of result rows (dicts) for the reference and each ensemble size."""
+    """Return a list of result rows (dicts) for the reference and each ensemble size.
+
+    On a CPU each engine row also holds the per-core floors of :func:`_cpu_floors` (medians of the
+    same interleaved windows); on a GPU its sampling share: the engine's rate over the rate of
+    drawing the batches alone."""
     dev = resolve_device(device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     d, L, s2, B, lr = 5, 40, 0.1, 256, 1e-3
@@ -126,23 +187,43 @@ def measure(device="auto", ensembles=(1, 8, 32), seconds: float = 4.0, repeats: 
         rates["ref"].append(_rate(ref_step, seconds, sync))
         for R, tr in trainers.items():
             rates[R].append(_rate(engine_step(tr), seconds, sync) * R * chunk)
-            rates[("floor", R)].append(_rate(sample_only(tr), seconds / 2, sync) * R * tr.draw)
+            if dev.type == "cpu":
+                rates[("floor", R)].append(_cpu_floors(tr, B, seconds / 4))
+            else:
+                rates[("floor", R)].append(_rate(sample_only(tr), seconds / 2, sync) * R * tr.draw)
     ref_rate = statistics.median(rates["ref"])
     rows = [{"impl": "reference (nn.Linear, one model)", "R": 1, "model_steps_per_s": ref_rate, "ratio": 1.0}]
     for R in ensembles:
         r = statistics.median(rates[R])
-        floor = statistics.median(rates[("floor", R)])
-        rows.append(
-            {
-                "impl": "engine",
-                "R": R,
-                "model_steps_per_s": r,
-                "ratio": r / ref_rate,
-                "sampling_floor_model_steps_per_s": floor,
-                "sampling_share": r / floor,
-            }
-        )
+        row = {"impl": "engine", "R": R, "model_steps_per_s": r, "ratio": r / ref_rate}
+        floors = rates[("floor", R)]
+        if dev.type == "cpu":
+            row |= {f"{k}_per_core": statistics.median(f[k] for f in floors) for k in ("normals", "sampler", "compute")}
+            row["ceiling"] = statistics.median(f["ceiling"] for f in floors)
+        else:
+            floor = statistics.median(floors)
+            row |= {"sampling_floor_model_steps_per_s": floor, "sampling_share": r / floor}
+        rows.append(row)
     return rows
+
+
+def _print_cpu(rows: list[dict]) -> None:
+    print(f"{'implementation':34s} {'R':>4s} {'model-steps/s':>14s} {'vs reference':>13s} {'target':>16s}")
+    for row in rows:
+        target = "-"
+        if row["impl"] == "engine" and row["R"] in CPU_TARGETS:
+            unit, value = CPU_TARGETS[row["R"]]
+            got = row["model_steps_per_s"] if unit == "model-steps/s" else row["ratio"]
+            target = f"{'met' if got >= value else 'not met'}: >= {value:,g}{'x' if unit != 'model-steps/s' else ''}"
+        print(f"{row['impl']:34s} {row['R']:4d} {row['model_steps_per_s']:14.1f} {row['ratio']:12.1f}x {target:>16s}")
+    print("per-core floors, model-steps/s on one core (single-threaded, same windows):")
+    print(f"{'R':>4s} {'normal_ alone':>14s} {'sampler':>10s} {'fwd+bwd+Adam':>13s} {'ceiling':>10s} {'engine/ceiling':>15s}")
+    for row in rows:
+        if "ceiling" in row:
+            print(f"{row['R']:4d} {row['normals_per_core']:14.0f} {row['sampler_per_core']:10.0f} "
+                  f"{row['compute_per_core']:13.0f} {row['ceiling']:10.0f} {row['model_steps_per_s'] / row['ceiling']:14.0%}")
+    print("ceiling: sampler and compute on every core at once, spread perfectly (R = 1: the batch drawn in a "
+          "second thread, so the slower of the two)")
 
 
 def main(argv=None) -> int:
@@ -173,6 +254,9 @@ def main(argv=None) -> int:
           f"H=4 d=5 L=40 batch=256, Adam, cuda graph {args.graph}, draw-ahead {args.draw_ahead}")
     rows = measure(dev.type, args.ensembles, args.seconds, args.repeats, compile=compile_flag,
                    graph=args.graph == "on", draw_ahead=draw)
+    if dev.type == "cpu":
+        _print_cpu(rows)
+        return 0
     print(f"{'implementation':34s} {'R':>4s} {'model-steps/s':>14s} {'vs reference':>13s} {'sampling share':>15s}")
     for row in rows:
         share = f"{row['sampling_share']:.0%}" if "sampling_share" in row else "-"

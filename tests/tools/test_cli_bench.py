@@ -114,3 +114,32 @@ def test_cli_stops_quietly_when_its_reader_leaves():
     err = p.stderr.read()
     assert p.wait(timeout=300) == 0, err
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_bench_reports_per_core_floors_and_their_ceiling():
+    """Structure, not speed: every engine row has its per-core floors, and the ceiling is the
+    stated function of them (an ensemble: shards over the cores; a lone model: the slower half)."""
+    from icl_lib.tools import bench
+
+    rows = bench.measure("cpu", ensembles=(1, 2), seconds=0.05, repeats=1)
+    assert rows[0]["impl"].startswith("reference") and [r["R"] for r in rows[1:]] == [1, 2]
+    threads = torch.get_num_threads()
+    for row in rows[1:]:
+        s, c = row["sampler_per_core"], row["compute_per_core"]
+        assert min(row["normals_per_core"], s, c) > 0
+        want = min(s, c) if row["R"] == 1 and threads > 1 else min(row["R"], threads) / (1 / s + 1 / c)
+        assert math.isclose(row["ceiling"], want, rel_tol=1e-9)
+
+
+def test_bench_sets_the_engine_against_the_cpu_targets(capsys):
+    from icl_lib.tools import bench
+
+    floors = {"normals_per_core": 4000.0, "sampler_per_core": 3000.0, "compute_per_core": 2000.0, "ceiling": 2400.0}
+    rows = [{"impl": "reference (nn.Linear, one model)", "R": 1, "model_steps_per_s": 100.0, "ratio": 1.0},
+            {"impl": "engine", "R": 1, "model_steps_per_s": 900.0, "ratio": 9.0} | floors,
+            {"impl": "engine", "R": 32, "model_steps_per_s": 2000.0, "ratio": 20.0} | floors]
+    bench._print_cpu(rows)
+    out = capsys.readouterr().out.splitlines()
+    assert "met: >= 8x" in out[2] and "not met" not in out[2]
+    assert "not met: >= 3,000" in out[3]
+    assert any(line.split()[:1] == ["32"] and line.rstrip().endswith("83%") for line in out)  # 2000 / 2400
