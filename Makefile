@@ -63,6 +63,9 @@ $(MATHJAX_STAMP):
 	cp -R $(MATHJAX_SRC)/input/tex/extensions $(MATHJAX_OUT)/input/tex/
 	@touch $@
 
+# ICL_PROFILE=quick|paper builds every chapter in that profile; ICL_BOOK_PROFILE=stored (CI's
+# published book) builds each chapter in paper where the run store holds its runs, quick otherwise
+# (icl_lib/tools/bookexec.py).  The chapters' execution cache follows both (and the store).
 # A new MathJax rebuilds every page (each names its script with a checksum of the file).
 book: install mathjax
 	@if [ -f _build/html/.buildinfo ] && [ $(MATHJAX_STAMP) -nt _build/html/.buildinfo ]; then \

@@ -3,9 +3,11 @@
 Jupyter Book (MyST-NB, ``execute_notebooks: cache``) matches a chapter with its cached execution
 by the chapter's code cells only: after a change to ``icl_lib`` the cache would go on serving the
 old code's outputs.  So the cache records the :func:`execution_fingerprint` of the code that
-filled it -- every source file of ``icl_lib``, and the versions of Python and of the libraries the
-chapters compute with -- and :func:`clear_if_stale` empties it when the fingerprint differs:
-every chapter is then executed again (``make book``'s pre-execution, :mod:`icl_lib.tools.bookexec`,
+filled it -- every source file of ``icl_lib``, the versions of Python and of the libraries the
+chapters compute with, and the settings that choose what a chapter computes (the profile variables
+of the build and the run store's manifest, :func:`execution_settings`: a chapter executed in the
+quick profile is never served to a paper build, nor one executed before runs were stored) -- and
+:func:`clear_if_stale` empties it when the fingerprint differs: every chapter is then executed again (``make book``'s pre-execution, :mod:`icl_lib.tools.bookexec`,
 and the build itself both call it).  The book's Sphinx extension re-reads a chapter page whose
 execution is newer than the page (:func:`needs_reading`), so a re-executed chapter is never
 rendered from an old page either.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 from datetime import datetime, timezone
 from importlib import metadata
@@ -22,16 +25,31 @@ from pathlib import Path
 
 import icl_lib
 
-__all__ = ["execution_fingerprint", "clear_if_stale", "needs_reading", "FINGERPRINT_FILE"]
+__all__ = ["execution_fingerprint", "execution_settings", "clear_if_stale", "needs_reading", "FINGERPRINT_FILE"]
 
 FINGERPRINT_FILE = "icl_fingerprint.json"  # in the cache folder: the fingerprint of its executions
 _PACKAGES = ("torch", "numpy", "scipy", "pandas", "matplotlib", "seaborn")
 
 
-def execution_fingerprint(sources: list[Path] | None = None) -> str:
+# environment variables that change what a chapter computes (icl_lib.engine.profiles, make book)
+PROFILE_VARIABLES = ("ICL_PROFILE", "ICL_BOOK_PROFILE", "ICL_CUDA_GRAPH")
+
+
+def execution_settings() -> dict:
+    """The settings, besides code, that choose a chapter's outputs: :data:`PROFILE_VARIABLES` as set
+    in this environment, and a digest of the run store's ``manifest.json`` (the stored runs a paper
+    chapter evaluates; ``None`` without a store)."""
+    from ..engine.store import store_dir
+
+    manifest = store_dir() / "manifest.json"
+    digest = hashlib.sha256(manifest.read_bytes()).hexdigest()[:16] if manifest.is_file() else None
+    return {name: os.environ.get(name, "") for name in PROFILE_VARIABLES} | {"store": digest}
+
+
+def execution_fingerprint(sources: list[Path] | None = None, settings: dict | None = None) -> str:
     """A hash of everything a chapter's outputs depend on besides its own code cells: the source
-    files of ``sources`` (default: the ``icl_lib`` package) and the versions of Python and of the
-    numerical libraries."""
+    files of ``sources`` (default: the ``icl_lib`` package), the versions of Python and of the
+    numerical libraries, and ``settings`` (default: :func:`execution_settings`)."""
     roots = [Path(icl_lib.__file__).resolve().parent] if sources is None else [Path(p) for p in sources]
     h = hashlib.sha256()
     for root in roots:
@@ -45,6 +63,7 @@ def execution_fingerprint(sources: list[Path] | None = None) -> str:
         except metadata.PackageNotFoundError:
             versions[name] = None
     h.update(json.dumps(versions, sort_keys=True).encode())
+    h.update(json.dumps(execution_settings() if settings is None else settings, sort_keys=True).encode())
     return h.hexdigest()[:24]
 
 

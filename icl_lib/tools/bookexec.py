@@ -10,6 +10,11 @@ do not change: the CPU training engine runs its shards single-threaded anyway
 (:mod:`icl_lib.engine.steps`), and chapters share trained runs through the run cache, whose file locks let
 one chapter wait for runs another is training.
 
+With ``ICL_BOOK_PROFILE=stored`` (CI's published book) each chapter's kernel gets its own
+``ICL_PROFILE``: ``paper`` where the run store holds every run of the chapter's paper plan, so
+nothing trains, ``quick`` otherwise (:func:`chapter_profiles`).  Unset, every kernel inherits
+``ICL_PROFILE``.
+
 Chapters start in the order given (``make book`` starts the long ones first, and chapter 2 before
 the chapters that reuse its runs).  A chapter whose source did not change since its last execution
 is skipped, unless ``icl_lib`` (or the libraries it computes with) changed since then: the cache
@@ -32,10 +37,32 @@ from .bookcache import clear_if_stale
 __all__ = ["main", "execute_chapters"]
 
 
-def _execute(path: str, timeout: int) -> tuple[str, object, float, str | None]:
-    """Run one notebook in a fresh kernel; returns ``(path, executed notebook, seconds, error)``."""
+BOOK_PROFILES = ("stored",)  # accepted values of ICL_BOOK_PROFILE (unset: every chapter in ICL_PROFILE)
+
+
+def chapter_profiles(paths: list[str]) -> dict[str, str | None]:
+    """Per chapter path, the ``ICL_PROFILE`` its kernel gets: with ``ICL_BOOK_PROFILE=stored``, the
+    profile of :func:`icl_lib.tools.plan.published_profiles` (paper where the run store holds the
+    chapter's runs, quick otherwise); unset, ``None`` (the kernel inherits ``ICL_PROFILE``)."""
+    mode = os.environ.get("ICL_BOOK_PROFILE", "")
+    if not mode:
+        return {p: None for p in paths}
+    if mode not in BOOK_PROFILES:
+        raise ValueError(f"ICL_BOOK_PROFILE={mode!r} is invalid: accepted {', '.join(BOOK_PROFILES)} or unset")
+    from .plan import published_profiles
+
+    by_name = published_profiles([Path(p).stem for p in paths])
+    return {p: by_name[Path(p).stem] for p in paths}
+
+
+def _execute(path: str, timeout: int, profile: str | None = None) -> tuple[str, object, float, str | None]:
+    """Run one notebook in a fresh kernel (with ``ICL_PROFILE=profile`` when one is given); returns
+    ``(path, executed notebook, seconds, error)``."""
     import nbformat
     from jupyter_cache.executors.utils import single_nb_execution
+
+    if profile is not None:
+        os.environ["ICL_PROFILE"] = profile  # this worker process's environment: the kernel inherits it
 
     nb = nbformat.read(path, as_version=4)
     result = single_nb_execution(nb, cwd=str(Path(path).parent.resolve()), timeout=timeout, allow_errors=False)
@@ -79,15 +106,19 @@ def execute_chapters(
     if not todo:
         print("bookexec: every chapter is cached")
         return 0
+    profiles = chapter_profiles(todo)
     # Kernels inherit this environment: one thread each, no progress bars (as in the book build).
     os.environ.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "ICL_PROGRESS": "0"})
     jobs = max(1, min(jobs, len(todo)))
     print(f"bookexec: executing {len(todo)} chapter(s), {jobs} at a time, one thread each")
+    if any(v is not None for v in profiles.values()):
+        print("bookexec: profiles (paper where the run store holds a chapter's runs): "
+              + ", ".join(f"{Path(p).stem.split('_')[0]} {v}" for p, v in profiles.items()))
     failures = 0
     t0 = time.perf_counter()
     busy = 0.0
     with ProcessPoolExecutor(jobs) as pool:
-        futures = [pool.submit(_execute, p, timeout) for p in todo]
+        futures = [pool.submit(_execute, p, timeout, profiles[p]) for p in todo]
         for f in as_completed(futures):
             path, nb, seconds, err = f.result()
             busy += seconds
@@ -117,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     for p in args.chapters:
         if not Path(p).is_file() or not p.endswith(".ipynb"):
             ap.error(f"chapter {p!r} is invalid: accepted an existing .ipynb file")
+    mode = os.environ.get("ICL_BOOK_PROFILE", "")
+    if mode and mode not in BOOK_PROFILES:
+        ap.error(f"ICL_BOOK_PROFILE={mode!r} is invalid: accepted {', '.join(BOOK_PROFILES)} or unset")
     execute_chapters(args.chapters, args.cache, args.jobs, _read_timeout(args.config))
     return 0  # failures are left to the build, which reports them
 

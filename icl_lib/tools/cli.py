@@ -88,8 +88,10 @@ def _store(args) -> int:
         st = store.status(book.unique_specs(plan))
         print(f"run store {st['root']}: {st['stored']} of {st['planned']} runs of the {args.profile} plan stored"
               f"{' (complete)' if st['complete'] else ''}; {len(st['stale'])} stale entries (other model code)")
+        # the profile CI's published book builds each chapter in (ICL_BOOK_PROFILE=stored)
+        published = book.published_profiles(list(plan), store=store) if args.profile == "paper" else {}
         for chapter, text in book.store_summary(plan, store).items():
-            print(f"  {chapter:24s} {text}")
+            print(f"  {chapter:24s} {text}" + (f"; published in {published[chapter]}" if published else ""))
         return 0
     early = check_int("early_step", args.early_step if args.early_step is not None else book.EARLY_STEP, 1)
     command = "python -m icl_lib " + " ".join(shlex.quote(a) for a in sys.argv[1:])

@@ -47,7 +47,7 @@ from ..paper1.sweeps import as_heads, heads_sweep_specs
 from ..validate import check_choice, literal_list
 
 __all__ = ["BOOK", "CHAPTER_PLANS", "chapter_parameters", "book_plan", "select_chapters", "unique_specs", "describe", "train_plan",
-           "store_plan", "store_summary", "EARLY_STEP", "EnsembleTiming"]
+           "store_plan", "store_summary", "published_profiles", "CPU_PAPER_CHAPTERS", "EARLY_STEP", "EnsembleTiming"]
 
 BOOK = Path(__file__).resolve().parents[2] / "book"  # the chapters of a source checkout
 EARLY_STEP = 2000  # the stored early checkpoint of a paper-profile run (its integrity test retrains to it)
@@ -322,4 +322,30 @@ def store_summary(plan: dict[str, list[RunSpec]], store: RunStore | None = None)
             dates = sorted(e.provenance["date"][:10] for e in entries)
             text += f", trained on {', '.join(devices)}, {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else "")
         out[chapter] = text
+    return out
+
+
+# Chapters that train no model and whose paper profile a CPU build computes itself: chapter 4's
+# ODEs take about 10 s in it on the build machine.  Chapter 8's paper sizes (longer sequences, more
+# repetitions and iterations) ran for more than 25 minutes there, beyond the ~15 minutes a CPU build
+# of the paper profile may take, so the published book shows its quick profile.
+CPU_PAPER_CHAPTERS = ("04_ode_phases",)
+
+
+def published_profiles(chapters, book: str | Path = BOOK, store: RunStore | None = None) -> dict[str, str]:
+    """The profile in which each of ``chapters`` (notebook names, e.g. ``"02_patterns"``) is built
+    for the published book (``ICL_BOOK_PROFILE=stored make book``, as CI builds it), so that the
+    CPU build trains nothing: ``paper`` for a chapter that trains when the run store holds every
+    run of its paper plan, and for the chapters of :data:`CPU_PAPER_CHAPTERS`; ``quick`` otherwise.
+
+    So the papers' chapters show the papers' training as soon as their runs are stored, whatever
+    the store holds of chapter 9's much larger grid."""
+    store = store or RunStore()
+    plan = book_plan("paper", book)
+    out = {}
+    for name in chapters:
+        if name in plan:
+            out[name] = "paper" if store.status(unique_specs({name: plan[name]}))["complete"] else "quick"
+        else:
+            out[name] = "paper" if name in CPU_PAPER_CHAPTERS else "quick"
     return out

@@ -45,6 +45,30 @@ def test_fingerprint_follows_every_source_file(tmp_path):
     assert bookcache.execution_fingerprint() == bookcache.execution_fingerprint()  # icl_lib itself
 
 
+def test_fingerprint_follows_the_profile_settings_and_the_run_store(tmp_path, monkeypatch):
+    """A chapter executed in the quick profile was served to `ICL_PROFILE=paper make book` (the
+    cache matched it by its code cells); so was one executed before runs were stored."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "a.py").write_text("X = 1\n")
+    monkeypatch.setenv("ICL_STORE_DIR", str(tmp_path / "store"))
+    for name in bookcache.PROFILE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    seen = [bookcache.execution_fingerprint([lib])]
+    monkeypatch.setenv("ICL_PROFILE", "paper")
+    seen.append(bookcache.execution_fingerprint([lib]))
+    monkeypatch.setenv("ICL_BOOK_PROFILE", "stored")
+    seen.append(bookcache.execution_fingerprint([lib]))
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "manifest.json").write_text("[]\n")
+    seen.append(bookcache.execution_fingerprint([lib]))
+    (tmp_path / "store" / "manifest.json").write_text('[{"key": "a run"}]\n')
+    seen.append(bookcache.execution_fingerprint([lib]))
+    assert len(set(seen)) == 5
+    assert bookcache.execution_fingerprint([lib]) == seen[-1]
+    assert bookcache.execution_settings()["ICL_PROFILE"] == "paper"
+
+
 def test_bookexec_executes_every_chapter_again_when_the_library_changed(tmp_path, capsys):
     """The previous code printed "every chapter is cached" and kept the old output."""
     value = tmp_path / "value.txt"

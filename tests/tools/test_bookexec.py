@@ -40,3 +40,44 @@ def test_bad_arguments_are_rejected(args, message, capsys):
     with pytest.raises(SystemExit):
         bookexec.main(args)
     assert message in capsys.readouterr().err
+
+
+def test_the_published_book_gives_each_kernel_its_chapter_s_profile(tmp_path, monkeypatch, capsys):
+    """ICL_BOOK_PROFILE=stored: paper where the run store holds a chapter's runs, quick otherwise."""
+    from icl_lib.tools import plan
+
+    code = "import os; print(os.environ.get('ICL_PROFILE'))"
+    stored = _notebook(tmp_path / "01_setup.ipynb", code + "  # 1")  # the cache matches by code: make it differ
+    missing = _notebook(tmp_path / "02_patterns.ipynb", code + "  # 2")
+    asked = []
+
+    def profiles(names):
+        asked.append(list(names))
+        return {"01_setup": "paper", "02_patterns": "quick"}
+
+    monkeypatch.setattr(plan, "published_profiles", profiles)
+    monkeypatch.setenv("ICL_PROFILE", "quick")
+    monkeypatch.setenv("ICL_BOOK_PROFILE", "stored")
+    cache_path = tmp_path / "cache"
+    assert bookexec.execute_chapters([stored, missing], cache_path, jobs=2, timeout=120, fingerprint="f") == 0
+    assert asked == [["01_setup", "02_patterns"]]
+    assert "01 paper, 02 quick" in capsys.readouterr().out
+    from jupyter_cache import get_cache
+
+    cache = get_cache(str(cache_path))
+    for path, profile in ((stored, "paper"), (missing, "quick")):
+        rec = cache.match_cache_notebook(nbformat.read(path, as_version=4))
+        assert cache.get_cache_bundle(rec.pk).nb.cells[0].outputs[0]["text"] == profile + "\n"
+    monkeypatch.delenv("ICL_BOOK_PROFILE")
+    assert bookexec.chapter_profiles([stored]) == {stored: None}  # unset: the kernel inherits ICL_PROFILE
+
+
+def test_a_bad_book_profile_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    nb = _notebook(tmp_path / "a.ipynb", "x = 1")
+    monkeypatch.setenv("ICL_BOOK_PROFILE", "papers")
+    with pytest.raises(SystemExit):
+        bookexec.main(["--cache", str(tmp_path / "cache"), nb])
+    assert "ICL_BOOK_PROFILE='papers' is invalid: accepted stored or unset" in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists()
+    with pytest.raises(ValueError, match="ICL_BOOK_PROFILE='papers'"):
+        bookexec.chapter_profiles([nb])

@@ -151,3 +151,29 @@ def test_a_killed_plan_resumes_to_the_numbers_of_an_uninterrupted_one(tmp_path):
             assert torch.equal(resumed[name]["params"][k], whole[name]["params"][k]), (name, k)
         for k in ("val_loss", "train_loss", "KQ", "OV"):
             assert torch.equal(resumed[name]["history"][k], whole[name]["history"][k]), (name, k)
+
+
+def test_the_published_book_shows_a_chapter_in_the_paper_profile_once_its_runs_are_stored(tmp_path, monkeypatch):
+    """Chapter 1 (its parameters cell set to 30 steps: a small paper-shaped plan) is published in
+    quick until the store holds its run, then in paper; chapter 4 (no training, its paper profile
+    computed on the CPU) in paper; chapter 8 in quick (its paper sizes are too long for a CPU build)."""
+    import json as _json
+
+    book_dir = tmp_path / "book"
+    book_dir.mkdir()
+    nb = _json.loads((book.BOOK / "01_setup.ipynb").read_text())
+    cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+    source = "".join(cell["source"])
+    assert "steps = None" in source
+    cell["source"] = source.replace("steps = None", "steps = 30")
+    (book_dir / "01_setup.ipynb").write_text(_json.dumps(nb))
+    monkeypatch.setenv("ICL_STORE_DIR", str(tmp_path / "store"))
+    monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path / "cache"))
+    names = ["01_setup", "04_ode_phases", "08_preconditioned_convergence"]
+    assert book.published_profiles(names, book_dir) == {
+        "01_setup": "quick", "04_ode_phases": "paper", "08_preconditioned_convergence": "quick"}
+    plan = book.book_plan("paper", book_dir)
+    assert [s.train.steps for s in plan["01_setup"]] == [30] and plan["01_setup"][0].train.lr == 1e-3
+    status = book.store_plan(plan, early_step=10, device="cpu", command="test", progress=False)
+    assert status["complete"]
+    assert book.published_profiles(names, book_dir)["01_setup"] == "paper"
