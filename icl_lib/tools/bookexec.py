@@ -55,6 +55,25 @@ def chapter_profiles(paths: list[str]) -> dict[str, str | None]:
     return {p: by_name[Path(p).stem] for p in paths}
 
 
+def _warn_paper_training(profiles: dict[str, str | None]) -> None:
+    """Say before any work when the chapters executed in the paper profile will train runs that
+    neither the run cache nor the run store holds (500,000 steps each: hours on a CPU)."""
+    from ..engine.profiles import resolve_profile
+    from .plan import book_plan, missing_runs
+
+    paper = [p for p, v in profiles.items() if (v or resolve_profile("auto")) == "paper"]
+    if not paper:
+        return
+    plan = book_plan("paper", Path(paper[0]).parent)
+    names = [Path(p).stem for p in paper]
+    todo = missing_runs({n: plan[n] for n in names if n in plan})
+    if todo:
+        steps = sum(s.train.steps for s in todo)
+        print(f"bookexec: the paper profile of these chapters trains {len(todo)} runs ({steps:,} model-steps) that "
+              "neither the run cache nor the run store holds: hours on a CPU (`python -m icl_lib plan --profile "
+              "paper` projects the time; the run store holds runs trained once on a GPU)")
+
+
 def _execute(path: str, timeout: int, profile: str | None = None) -> tuple[str, object, float, str | None]:
     """Run one notebook in a fresh kernel (with ``ICL_PROFILE=profile`` when one is given); returns
     ``(path, executed notebook, seconds, error)``."""
@@ -114,6 +133,7 @@ def execute_chapters(
     if any(v is not None for v in profiles.values()):
         print("bookexec: profiles (paper where the run store holds a chapter's runs): "
               + ", ".join(f"{Path(p).stem.split('_')[0]} {v}" for p, v in profiles.items()))
+    _warn_paper_training(profiles)
     failures = 0
     t0 = time.perf_counter()
     busy = 0.0

@@ -47,7 +47,7 @@ from ..paper1.sweeps import as_heads, heads_sweep_specs
 from ..validate import check_choice, literal_list
 
 __all__ = ["BOOK", "CHAPTER_PLANS", "chapter_parameters", "book_plan", "select_chapters", "unique_specs", "describe", "train_plan",
-           "store_plan", "store_summary", "published_profiles", "CPU_PAPER_CHAPTERS", "EARLY_STEP", "EnsembleTiming"]
+           "store_plan", "store_summary", "published_profiles", "missing_runs", "CPU_PAPER_CHAPTERS", "EARLY_STEP", "EnsembleTiming"]
 
 BOOK = Path(__file__).resolve().parents[2] / "book"  # the chapters of a source checkout
 EARLY_STEP = 2000  # the stored early checkpoint of a paper-profile run (its integrity test retrains to it)
@@ -195,9 +195,19 @@ def _measure(specs: list[RunSpec], execution: Execution, steps: int = 6) -> Ense
     return EnsembleTiming(len(specs), max(t1 - t0, 1e-9) / steps, t2 - t1)
 
 
+def missing_runs(plan: dict[str, list[RunSpec]], device: str = "auto") -> list[RunSpec]:
+    """The distinct runs of ``plan`` that :func:`icl_lib.train` would train on ``device``: those
+    neither in the run cache (for this device) nor in the run store."""
+    ex = Execution.resolve(device)
+    cache, store = RunCache(), RunStore()
+    return [s for s in unique_specs(plan)
+            if not cache.path(s.key(ex.device.type, ex.draw_ahead)).exists() and store.entry(s) is None]
+
+
 def describe(plan: dict[str, list[RunSpec]], device: str = "auto", measure: bool = True, max_ensemble: int = 64) -> str:
-    """The plan in words: runs per chapter (new to the run cache or cached), the ensembles the
-    engine trains (shape, models, steps, model-steps, measured rate and time) and the totals."""
+    """The plan in words: runs per chapter (in the run cache, in the run store, or to train), the
+    ensembles the engine trains (shape, models, steps, model-steps, measured rate and time) and
+    the totals."""
     ex = Execution.resolve(device)
     cache = RunCache()
     lines = []
@@ -205,7 +215,9 @@ def describe(plan: dict[str, list[RunSpec]], device: str = "auto", measure: bool
         lines.append(f"  {chapter:24s} {len(specs):4d} runs")
     todo = {s.key(ex.device.type, ex.draw_ahead): s for s in unique_specs(plan)}
     cached = {k for k in todo if cache.path(k).exists()}
-    missing = {k: s for k, s in todo.items() if k not in cached}
+    store = RunStore()
+    stored = {k for k, s in todo.items() if k not in cached and store.entry(s) is not None}
+    missing = {k: s for k, s in todo.items() if k not in cached and k not in stored}
     chunks = group_chunks(missing, max_ensemble)
     solo, together = schedule(chunks, missing, ex.device)
     total_ms, seconds_solo, seconds_together = 0, 0.0, 0.0
@@ -232,7 +244,8 @@ def describe(plan: dict[str, list[RunSpec]], device: str = "auto", measure: bool
     # the time of training them one after another on all threads (the rate measured here)
     estimate = seconds_solo + seconds_together
     head = [f"plan on {ex.device.type}: {sum(len(v) for v in plan.values())} runs requested by {len(plan)} chapters, "
-            f"{len(todo)} distinct, {len(cached)} already in the run cache ({cache.root})"]
+            f"{len(todo)} distinct, {len(cached)} already in the run cache ({cache.root}), "
+            f"{len(stored)} in the run store"]
     tail = [f"to train: {len(missing)} runs as {len(chunks)} ensembles, {total_ms:,} model-steps"]
     if measure and chunks:
         tail.append(f"expected time on this device: about {estimate / 60:.1f} min (rates measured alone with all "

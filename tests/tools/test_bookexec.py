@@ -56,6 +56,7 @@ def test_the_published_book_gives_each_kernel_its_chapter_s_profile(tmp_path, mo
         return {"01_setup": "paper", "02_patterns": "quick"}
 
     monkeypatch.setattr(plan, "published_profiles", profiles)
+    monkeypatch.setattr(bookexec, "_warn_paper_training", lambda profiles: None)  # these have no parameters cell
     monkeypatch.setenv("ICL_PROFILE", "quick")
     monkeypatch.setenv("ICL_BOOK_PROFILE", "stored")
     cache_path = tmp_path / "cache"
@@ -81,3 +82,16 @@ def test_a_bad_book_profile_is_refused_before_any_work(tmp_path, monkeypatch, ca
     assert not (tmp_path / "cache").exists()
     with pytest.raises(ValueError, match="ICL_BOOK_PROFILE='papers'"):
         bookexec.chapter_profiles([nb])
+
+
+def test_a_paper_build_says_before_any_work_what_it_would_train(tmp_path, monkeypatch, capsys):
+    from icl_lib.tools.plan import BOOK
+
+    monkeypatch.setenv("ICL_STORE_DIR", str(tmp_path / "store"))
+    monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path / "cache"))
+    paths = [str(BOOK / "01_setup.ipynb"), str(BOOK / "04_ode_phases.ipynb")]
+    bookexec._warn_paper_training({paths[0]: "paper", paths[1]: "paper"})
+    assert "trains 1 runs (500,000 model-steps) that neither the run cache nor the run store holds" in \
+        capsys.readouterr().out
+    bookexec._warn_paper_training({paths[0]: "quick", paths[1]: "paper"})  # chapter 4 trains nothing
+    assert capsys.readouterr().out == ""
