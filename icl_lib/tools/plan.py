@@ -340,8 +340,9 @@ def store_summary(plan: dict[str, list[RunSpec]], store: RunStore | None = None)
 
 # Chapters that train no model and whose paper profile a CPU build computes itself: chapter 4's
 # ODEs take about 10 s in it on the build machine.  Chapter 8's paper sizes (longer sequences, more
-# repetitions and iterations) ran for more than 25 minutes there, beyond the ~15 minutes a CPU build
-# of the paper profile may take, so the published book shows its quick profile.
+# repetitions and iterations) had not finished after 28 minutes there (one core; stopped in its
+# six-method comparison, cell 26 of 80), beyond the ~15 minutes a CPU build of the paper profile
+# may take, so the published book shows its quick profile.
 CPU_PAPER_CHAPTERS = ("04_ode_phases",)
 
 
