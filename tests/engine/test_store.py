@@ -98,3 +98,27 @@ def test_an_entry_of_other_model_code_is_stale_never_used(stored, monkeypatch):
 def test_the_repository_store_holds_no_stale_entry():
     """A change of MODEL_CODE_VERSION makes the committed store stale: regenerate it (make paper-runs)."""
     assert RunStore().status()["stale"] == []
+
+
+def test_the_repository_store_reproduces_its_early_checkpoints():
+    """The committed entries come from this code and their configs: a few of them (the first three
+    by key) have their early twin retrained here from the seed. A CPU-trained entry must match to
+    float32 rounding of the packing; a GPU-trained one draws other random streams, so only its
+    initialisation is bitwise and its early validation losses agree within EARLY_TOLERANCE."""
+    from icl_lib.engine.store import EARLY_TOLERANCE, spec_from_dict
+
+    store = RunStore()
+    paths = sorted(store.root.glob("*.npz")) if store.root.exists() else []
+    if not paths:
+        pytest.skip(f"the repository store {store.root} holds no runs yet")
+    for p in paths[:3]:
+        with np.load(p, allow_pickle=False) as z:
+            prov = json.loads(str(z["provenance"]))
+        spec = spec_from_dict(prov["spec"])
+        assert store.path(spec) == p, p.name
+        v = store.verify_early(spec)
+        assert v["init_equal"], (p.name, v)
+        if v["device"] == "cpu":
+            assert v["max_param_gap"] < 1e-6 and v["val_gap"] < 1e-5, (p.name, v)
+        else:
+            assert v["val_gap"] < EARLY_TOLERANCE, (p.name, v)
