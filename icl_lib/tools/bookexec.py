@@ -40,15 +40,20 @@ __all__ = ["main", "execute_chapters"]
 BOOK_PROFILES = ("stored",)  # accepted values of ICL_BOOK_PROFILE (unset: every chapter in ICL_PROFILE)
 
 
+def book_profile() -> str:
+    """``ICL_BOOK_PROFILE`` of this environment (``""`` when unset), checked against :data:`BOOK_PROFILES`."""
+    mode = os.environ.get("ICL_BOOK_PROFILE", "")
+    if mode and mode not in BOOK_PROFILES:
+        raise ValueError(f"ICL_BOOK_PROFILE={mode!r} is invalid: accepted {', '.join(BOOK_PROFILES)} or unset")
+    return mode
+
+
 def chapter_profiles(paths: list[str]) -> dict[str, str | None]:
     """Per chapter path, the ``ICL_PROFILE`` its kernel gets: with ``ICL_BOOK_PROFILE=stored``, the
     profile of :func:`icl_lib.tools.plan.published_profiles` (paper where the run store holds the
     chapter's runs, quick otherwise); unset, ``None`` (the kernel inherits ``ICL_PROFILE``)."""
-    mode = os.environ.get("ICL_BOOK_PROFILE", "")
-    if not mode:
+    if not book_profile():
         return {p: None for p in paths}
-    if mode not in BOOK_PROFILES:
-        raise ValueError(f"ICL_BOOK_PROFILE={mode!r} is invalid: accepted {', '.join(BOOK_PROFILES)} or unset")
     from .plan import published_profiles
 
     by_name = published_profiles([Path(p).stem for p in paths])
@@ -168,9 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     for p in args.chapters:
         if not Path(p).is_file() or not p.endswith(".ipynb"):
             ap.error(f"chapter {p!r} is invalid: accepted an existing .ipynb file")
-    mode = os.environ.get("ICL_BOOK_PROFILE", "")
-    if mode and mode not in BOOK_PROFILES:
-        ap.error(f"ICL_BOOK_PROFILE={mode!r} is invalid: accepted {', '.join(BOOK_PROFILES)} or unset")
+    try:
+        book_profile()
+    except ValueError as err:
+        ap.error(str(err))
     execute_chapters(args.chapters, args.cache, args.jobs, _read_timeout(args.config))
     return 0  # failures are left to the build, which reports them
 

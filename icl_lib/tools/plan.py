@@ -24,7 +24,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
-import math
 import threading
 import time
 from pathlib import Path
@@ -195,13 +194,21 @@ def _measure(specs: list[RunSpec], execution: Execution, steps: int = 6) -> Ense
     return EnsembleTiming(len(specs), max(t1 - t0, 1e-9) / steps, t2 - t1)
 
 
+def _availability(plan: dict[str, list[RunSpec]], ex: Execution, cache: RunCache) -> tuple[dict, set, set, dict]:
+    """The distinct runs of ``plan`` by their run-cache key on this execution, the keys found in
+    the run cache, those found (only) in the run store, and the runs in neither (to train)."""
+    todo = {s.key(ex.device.type, ex.draw_ahead): s for s in unique_specs(plan)}
+    cached = {k for k in todo if cache.path(k).exists()}
+    store = RunStore()
+    stored = {k for k, s in todo.items() if k not in cached and store.entry(s) is not None}
+    missing = {k: s for k, s in todo.items() if k not in cached and k not in stored}
+    return todo, cached, stored, missing
+
+
 def missing_runs(plan: dict[str, list[RunSpec]], device: str = "auto") -> list[RunSpec]:
     """The distinct runs of ``plan`` that :func:`icl_lib.train` would train on ``device``: those
     neither in the run cache (for this device) nor in the run store."""
-    ex = Execution.resolve(device)
-    cache, store = RunCache(), RunStore()
-    return [s for s in unique_specs(plan)
-            if not cache.path(s.key(ex.device.type, ex.draw_ahead)).exists() and store.entry(s) is None]
+    return list(_availability(plan, Execution.resolve(device), RunCache())[3].values())
 
 
 def describe(plan: dict[str, list[RunSpec]], device: str = "auto", measure: bool = True, max_ensemble: int = 64) -> str:
@@ -213,11 +220,7 @@ def describe(plan: dict[str, list[RunSpec]], device: str = "auto", measure: bool
     lines = []
     for chapter, specs in plan.items():
         lines.append(f"  {chapter:24s} {len(specs):4d} runs")
-    todo = {s.key(ex.device.type, ex.draw_ahead): s for s in unique_specs(plan)}
-    cached = {k for k in todo if cache.path(k).exists()}
-    store = RunStore()
-    stored = {k for k, s in todo.items() if k not in cached and store.entry(s) is not None}
-    missing = {k: s for k, s in todo.items() if k not in cached and k not in stored}
+    todo, cached, stored, missing = _availability(plan, ex, cache)
     chunks = group_chunks(missing, max_ensemble)
     solo, together = schedule(chunks, missing, ex.device)
     total_ms, seconds_solo, seconds_together = 0, 0.0, 0.0
