@@ -93,9 +93,19 @@ gpu-check: install
 # On a machine with a CUDA device: train the paper profile's plan (every chapter's 500,000-step
 # runs) and export it, with each run's early checkpoint and provenance, into the run store
 # (results/paper/, committed): every CPU build then evaluates it (ICL_PROFILE=paper make book).
+# The paper profile's run store (results/paper/): every run of the paper plan with its early twin
+# and provenance.  `store export` writes each ensemble to the store as it ends and checkpoints the
+# ones in training into results/paper/ckpt/; stopped (Ctrl-C) and run again -- also in another
+# session, once the checkpoints are committed with the store -- it resumes them.  On a CUDA
+# machine: `make paper-runs`.  On a CPU, chapter by chapter, e.g.
+#   make paper-runs PAPER_DEVICE=cpu PAPER_MAX_ENSEMBLE=8 PAPER_CHAPTERS=02
+# (two single-threaded ensembles of 8 side by side on a 2-core machine).
+PAPER_DEVICE       ?= cuda
+PAPER_MAX_ENSEMBLE ?= 64
+PAPER_CHAPTERS     ?=
 paper-runs: install
-	$(PY) -m icl_lib train-plan --profile paper --device cuda
-	$(PY) -m icl_lib store export --profile paper --device cuda
+	$(PY) -m icl_lib store export --profile paper --device $(PAPER_DEVICE) --max-ensemble $(PAPER_MAX_ENSEMBLE) \
+	  $(if $(PAPER_CHAPTERS),--chapters $(PAPER_CHAPTERS))
 	$(PY) -m icl_lib store status --profile paper
 
 clean:

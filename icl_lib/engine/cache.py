@@ -33,7 +33,7 @@ import torch
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
 from .run import Run
 
-__all__ = ["RunCache", "cache_dir", "CorruptEntry", "payload_checksum"]
+__all__ = ["RunCache", "cache_dir", "checkpoint_name", "CorruptEntry", "payload_checksum"]
 
 log = logging.getLogger(__name__)
 FORMAT = 2  # entries written since the checksum; older files are rejected and retrained
@@ -54,6 +54,11 @@ def payload_checksum(payload: dict) -> str:
             h.update(f"{part}/{name}/{t.dtype}/{tuple(t.shape)}".encode())
             h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
+
+
+def checkpoint_name(keys: Sequence[str]) -> str:
+    """The file name of the checkpoint of an ensemble of run-cache ``keys`` (in any order)."""
+    return hashlib.sha256("|".join(sorted(keys)).encode()).hexdigest()[:24] + ".pt"
 
 
 def cache_dir() -> Path:
@@ -77,9 +82,10 @@ class RunCache:
     def path(self, key: str) -> Path:
         return self.root / f"{key}.pt"
 
-    def checkpoint_path(self, keys: Sequence[str]) -> Path:
-        digest = hashlib.sha256("|".join(sorted(keys)).encode()).hexdigest()[:24]
-        return self.root / "ckpt" / f"{digest}.pt"
+    def checkpoint_path(self, keys: Sequence[str], folder: str | os.PathLike | None = None) -> Path:
+        """The checkpoint of the ensemble of run ``keys`` in progress: in ``folder`` (the run
+        store's ``ckpt/`` for ``store export``), else in this cache's ``ckpt/``."""
+        return (Path(folder) if folder is not None else self.root / "ckpt") / checkpoint_name(keys)
 
     def load(self, key: str) -> Run | None:
         """The cached :class:`~icl_lib.engine.run.Run` for ``key``, or ``None`` (none, or a bad file,

@@ -96,6 +96,7 @@ def train(
     graph: bool | None = None,
     checkpoint_every: float = 60.0,
     use_store: bool = True,
+    checkpoint_dir: str | os.PathLike | None = None,
 ) -> list[Run]:
     """Train (or load from the run cache, or from the run store) every spec; returns one
     :class:`Run` per spec, in order.  ``use_store``: look runs up in the committed run store
@@ -104,7 +105,7 @@ def train(
     Runs missing from the cache are grouped by shape into ensembles of at most ``max_ensemble``
     models; on a CPU, small ensembles train side by side, one per thread (:func:`schedule`).
     With ``cache=True`` a run in progress checkpoints into the cache folder and resumes there if
-    interrupted; two processes asking for the same runs train them once (the second waits on a
+    interrupted (``checkpoint_dir``: in that folder instead); two processes asking for the same runs train them once (the second waits on a
     file lock, then loads).  ``graph`` captures each step as a CUDA graph (GPU only; ``None``:
     when the environment variable ``ICL_CUDA_GRAPH`` is ``1``).  ``progress``: ``True`` shows a bar
     per ensemble, a callable is called with the number of models after every step.
@@ -154,7 +155,7 @@ def train(
                     found[k] = run
             if not missing:
                 return
-            ckpt = store.checkpoint_path(missing)
+            ckpt = store.checkpoint_path(missing, checkpoint_dir)
             trainer = EnsembleTrainer(
                 [todo[k] for k in missing], checkpoint=ckpt, checkpoint_every=checkpoint_every, progress=progress,
                 shards=shards, execution=ex,

@@ -39,6 +39,7 @@ import torch
 
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
 from ..version import MODEL_CODE_VERSION
+from .cache import checkpoint_name
 from .run import Run
 
 __all__ = ["RunStore", "store_dir", "experiment_key", "early_twin", "HISTORY_POINTS", "StoreEntry"]
@@ -105,6 +106,12 @@ class RunStore:
 
     def path(self, spec: RunSpec) -> Path:
         return self.root / f"{experiment_key(spec)}.npz"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """``ckpt/``: the checkpoints of ``store export``'s ensembles in training, committed with
+        the store so that a later export on the same kind of device resumes them."""
+        return self.root / "ckpt"
 
     # ---------------------------------------------------------------- writing
     def save(self, run: Run, early: Run, command: str) -> Path:
@@ -208,6 +215,29 @@ class RunStore:
         if specs is not None:
             keys = {experiment_key(s) for s in specs}
             out.update(planned=len(keys), stored=len(keys & current), complete=bool(keys) and keys <= current)
+        return out
+
+    def checkpoints(self, device_type: str = "cpu", draw_ahead: int = 1) -> list[dict]:
+        """The ensembles ``store export`` left in training in :attr:`checkpoint_dir`, one dict each:
+        ``file``, ``runs``, ``step`` reached, ``steps``, ``seconds`` trained so far, ``keys`` (their
+        experiment keys), ``current`` (written by this model code) and ``resumable`` (an export on
+        a ``device_type`` machine drawing ``draw_ahead`` steps at once picks it up: the file is
+        named after the runs' cache keys, which include both).  A file that does not load is
+        listed with ``invalid`` set (it is never resumed: the trainer refuses it)."""
+        out = []
+        for p in sorted(self.checkpoint_dir.glob("*.pt")) if self.checkpoint_dir.exists() else []:
+            try:
+                state = torch.load(p, map_location="cpu", weights_only=True)
+                specs = [spec_from_dict(json.loads(raw)) for raw in state["specs"]]
+                cache_keys = [s.key(device_type, draw_ahead) for s in specs]
+                out.append({
+                    "file": p.name, "runs": len(specs), "step": int(state["step"]), "steps": specs[0].train.steps,
+                    "seconds": float(state["elapsed"]), "keys": [experiment_key(s) for s in specs],
+                    "current": state.get("code") == MODEL_CODE_VERSION,
+                    "resumable": checkpoint_name(cache_keys) == p.name,
+                })
+            except Exception as err:  # noqa: BLE001 - reported, not resumed
+                out.append({"file": p.name, "invalid": f"{type(err).__name__}: {err}"[:200]})
         return out
 
     def verify_early(self, spec: RunSpec, device: str = "cpu") -> dict:

@@ -75,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--device", default="auto", help="cpu, cuda or auto (default auto)")
     q.add_argument("--chapters", default=None, help="only these chapters, comma-separated (e.g. 02,05; default all)")
     q.add_argument("--early-step", type=int, default=None, help="the early checkpoint's step (default 2000)")
+    q.add_argument("--max-ensemble", type=int, default=64,
+                   help="models per ensemble (default 64); export writes each slice of ensembles as it ends")
+    q.add_argument("--checkpoint-every", type=float, default=60.0,
+                   help="seconds between checkpoints, written to the store's ckpt/ folder (default 60)")
     q.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return ap
 
@@ -92,12 +96,38 @@ def _store(args) -> int:
         published = book.published_profiles(list(plan), store=store) if args.profile == "paper" else {}
         for chapter, text in book.store_summary(plan, store).items():
             print(f"  {chapter:24s} {text}" + (f"; published in {published[chapter]}" if published else ""))
+        _print_checkpoints(store, args.device)
         return 0
     early = check_int("early_step", args.early_step if args.early_step is not None else book.EARLY_STEP, 1)
+    max_ensemble = check_int("max_ensemble", args.max_ensemble, 1)
+    every = check_float("checkpoint_every", args.checkpoint_every, 0.0, 86_400.0, lo_open=True)
     command = "python -m icl_lib " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    st = book.store_plan(plan, early, args.device, store, command, progress=not args.no_progress)
+    try:
+        st = book.store_plan(plan, early, args.device, store, command, progress=not args.no_progress,
+                             max_ensemble=max_ensemble, checkpoint_every=every)
+    except KeyboardInterrupt:
+        print(f"python -m icl_lib store export: interrupted: the finished ensembles are in the store, those in "
+              f"training saved a checkpoint in {store.checkpoint_dir}; run the same command again to resume",
+              file=sys.stderr)
+        return 130
     print(f"run store {st['root']}: {st['stored']} of {st['planned']} runs stored")
     return 0
+
+
+def _print_checkpoints(store, device: str) -> None:
+    """One line per ensemble ``store export`` left in training in the store's ``ckpt/``."""
+    from ..engine.execution import Execution
+
+    ex = Execution.resolve(device)
+    for c in store.checkpoints(ex.device.type, ex.draw_ahead):
+        if "invalid" in c:
+            print(f"  in training: {c['file']} does not load ({c['invalid']}); not resumed")
+            continue
+        where = "resumable here" if c["resumable"] else f"not resumable on {ex.device.type}"
+        if not c["current"]:
+            where = "written by other model code: not resumed"
+        print(f"  in training: {c['runs']} runs at step {c['step']:,} of {c['steps']:,} "
+              f"({100 * c['step'] / c['steps']:.1f}%, {c['seconds'] / 60:.0f} min so far; {where}) in ckpt/{c['file']}")
 
 
 def _plan(args) -> int:

@@ -43,7 +43,7 @@ from ..paper1.anisotropic import rho_specs
 from ..paper1.optimality import proportional_specs, variant_specs
 from ..paper1.phase import PhaseGrid, grid_specs, profile_lrs
 from ..paper1.sweeps import as_heads, heads_sweep_specs
-from ..validate import check_choice, literal_list
+from ..validate import check_choice, check_int, literal_list
 
 __all__ = ["BOOK", "CHAPTER_PLANS", "chapter_parameters", "book_plan", "select_chapters", "unique_specs", "describe", "train_plan",
            "store_plan", "store_summary", "published_profiles", "missing_runs", "CPU_PAPER_CHAPTERS", "EARLY_STEP", "EnsembleTiming"]
@@ -308,20 +308,34 @@ def train_plan(plan: dict[str, list[RunSpec]], device: str = "auto", progress: b
 
 
 def store_plan(plan: dict[str, list[RunSpec]], early_step: int = EARLY_STEP, device: str = "auto",
-               store: RunStore | None = None, command: str = "", progress: bool = True) -> dict:
-    """Train (or take from the run cache) every run of ``plan`` and its early twin (the same spec
-    stopped at ``early_step``, packed the same way, so its parameters are the run's own at that
-    step), then write them to the run store with their provenance (``make paper-runs``).
-    Returns :meth:`RunStore.status` of the plan."""
+               store: RunStore | None = None, command: str = "", progress: bool = True,
+               max_ensemble: int = 64, checkpoint_every: float = 60.0) -> dict:
+    """Train (or take from the run cache) every run of ``plan`` missing from the run store, with
+    its early twin (the same spec stopped at ``early_step``, so its parameters are the run's own
+    at that step), and write them to the store with their provenance (``make paper-runs``).
+
+    The runs train as shape-compatible ensembles of at most ``max_ensemble`` models, as many side
+    by side as the device has threads (one per thread on a CPU), and each slice is written to the
+    store as soon as it ends: an export stopped at any point keeps what it finished.  The ensembles
+    in training checkpoint every ``checkpoint_every`` seconds into the store's ``ckpt/`` folder
+    (:attr:`RunStore.checkpoint_dir`), so the checkpoints can be committed with the store and a
+    later export on the same kind of device resumes them (a CPU's data streams are not a GPU's:
+    each device kind has its own checkpoints).  Returns :meth:`RunStore.status` of the plan."""
     store = store or RunStore()
+    max_ensemble = check_int("max_ensemble", max_ensemble, 1)
     specs = unique_specs(plan)
-    runs = train_plan({"runs": specs}, device, progress=progress)["runs"]
-    twins = train_plan({"twins": [early_twin(s, min(early_step, s.train.steps)) for s in specs]}, device,
-                       progress=progress)["twins"]
-    for run, twin in zip(runs, twins):
-        if run.meta.get("stored"):
-            continue  # already in the store
-        store.save(run, twin, command)
+    ex = Execution.resolve(device)
+    todo = {s.key(ex.device.type, ex.draw_ahead): s for s in specs if store.entry(s) is None}
+    chunks = group_chunks(todo, max_ensemble)
+    side_by_side = torch.get_num_threads() if ex.device.type == "cpu" else 1
+    for i in range(0, len(chunks), side_by_side):
+        part = [todo[k] for chunk in chunks[i : i + side_by_side] for k in chunk]
+        runs = train(part, device, progress=progress, max_ensemble=max_ensemble, checkpoint_every=checkpoint_every,
+                     checkpoint_dir=store.checkpoint_dir)
+        twins = train([early_twin(s, min(early_step, s.train.steps)) for s in part], device, progress=progress,
+                      max_ensemble=max_ensemble, use_store=False)
+        for run, twin in zip(runs, twins):
+            store.save(run, twin, command)
     return store.status(specs)
 
 

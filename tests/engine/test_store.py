@@ -122,3 +122,76 @@ def test_the_repository_store_reproduces_its_early_checkpoints():
             assert v["max_param_gap"] < 1e-6 and v["val_gap"] < 1e-5, (p.name, v)
         else:
             assert v["val_gap"] < EARLY_TOLERANCE, (p.name, v)
+
+
+def _export(monkeypatch, tmp_path, cache: str, store: str, max_ensemble: int = 2):
+    monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path / cache))
+    monkeypatch.setenv("ICL_STORE_DIR", str(tmp_path / store))
+    return store_plan(_plan(), early_step=20, device="cpu", command="test", progress=False, max_ensemble=max_ensemble)
+
+
+def test_an_interrupted_export_keeps_its_finished_ensembles_and_resumes_its_committed_checkpoint(tmp_path, monkeypatch):
+    """`store export` writes each ensemble to the store as it ends and checkpoints the ones in
+    training into the store's ckpt/ (committed with it): after an interruption, an export on
+    another machine of the same kind (a fresh run cache) resumes there, to the numbers of an
+    uninterrupted export, and leaves no checkpoint behind."""
+    from icl_lib.engine.trainer import EnsembleTrainer
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # one ensemble at a time: a fixed order
+    plain_run, plain_load = EnsembleTrainer.run, EnsembleTrainer.load_state_dict
+    other = _plan()["ch_b"][0]
+
+    def interrupted(self, until=None, stop=None):
+        if self.specs == [other] and self.tc.steps == TC.steps:
+            assert plain_run(self, until=TC.steps // 2) is None  # stopped half-way: its checkpoint written
+            raise KeyboardInterrupt
+        return plain_run(self, until, stop)
+
+    monkeypatch.setattr(EnsembleTrainer, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _export(monkeypatch, tmp_path, "cache-a", "store")
+    store = RunStore()
+    assert store.status([s for ss in _plan().values() for s in ss])["stored"] == 4  # ch_a's two ensembles
+    (ckpt,) = store.checkpoints()
+    assert ckpt["runs"] == 1 and ckpt["step"] == TC.steps // 2 and ckpt["resumable"] and ckpt["current"]
+    assert ckpt["keys"] == [experiment_key(other)]
+    assert not store.checkpoints("cuda")[0]["resumable"]  # a GPU draws other streams: it starts afresh
+
+    resumed_at, trained = [], []
+
+    def load(self, state):
+        resumed_at.append(int(state["step"]))
+        plain_load(self, state)
+
+    def counted(self, until=None, stop=None):
+        trained.extend(self.specs if self.tc.steps == TC.steps else [])
+        return plain_run(self, until, stop)
+
+    monkeypatch.setattr(EnsembleTrainer, "run", counted)
+    monkeypatch.setattr(EnsembleTrainer, "load_state_dict", load)
+    assert _export(monkeypatch, tmp_path, "cache-b", "store")["complete"]
+    assert trained == [other] and resumed_at == [TC.steps // 2] and store.checkpoints() == []
+    resumed = store.entry(other)
+    assert _export(monkeypatch, tmp_path, "cache-c", "store-plain")["complete"]
+    plain = RunStore().entry(other)
+    for k in "QKVO":
+        assert torch.equal(resumed.run.params[k], plain.run.params[k])
+    assert torch.equal(resumed.run.history["val_loss"], plain.run.history["val_loss"])
+
+
+def test_a_checkpoint_that_does_not_load_is_reported_not_resumed(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICL_STORE_DIR", str(tmp_path / "store"))
+    store = RunStore()
+    store.checkpoint_dir.mkdir(parents=True)
+    (store.checkpoint_dir / "0123.pt").write_bytes(b"not a checkpoint")
+    (c,) = store.checkpoints()
+    assert c["file"] == "0123.pt" and c["invalid"]
+
+
+def test_export_refuses_a_bad_ensemble_size_before_any_work(tmp_path, monkeypatch, capsys):
+    from icl_lib.tools.cli import main
+
+    monkeypatch.setenv("ICL_STORE_DIR", str(tmp_path / "store"))
+    assert main(["store", "export", "--chapters", "01", "--max-ensemble", "0"]) == 2
+    assert "max_ensemble=0 is invalid" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists()
