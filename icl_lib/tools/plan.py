@@ -37,7 +37,7 @@ from ..engine.execution import Execution
 from ..engine.profiles import resolve_profile, train_config
 from ..engine.run import Run
 from ..engine.schedule import group_chunks, schedule, train
-from ..engine.store import RunStore, early_twin
+from ..engine.store import RunStore, early_twin, experiment_key
 from ..engine.trainer import EnsembleTrainer
 from ..paper1.anisotropic import rho_specs
 from ..paper1.optimality import proportional_specs, variant_specs
@@ -341,8 +341,11 @@ def store_plan(plan: dict[str, list[RunSpec]], early_step: int = EARLY_STEP, dev
 
 def store_summary(plan: dict[str, list[RunSpec]], store: RunStore | None = None) -> dict[str, str]:
     """Per chapter, what the run store holds of its runs in this plan: ``"24 of 24 runs stored,
-    trained on cuda (NVIDIA H200), 2026-12-01"``, ``"0 of 24 runs stored"`` or ``"trains nothing"``."""
+    trained on cuda (NVIDIA H200), 2026-12-01"``, ``"0 of 24 runs stored"`` or ``"trains nothing"``,
+    followed by ``"; 16 in training (23-31% of their steps)"`` when ``store export`` left some of
+    them in its committed checkpoints (:meth:`RunStore.checkpoints`)."""
     store = store or RunStore()
+    training = {key: c["step"] / c["steps"] for c in store.checkpoints() if c.get("current") for key in c["keys"]}
     out = {}
     for chapter, specs in plan.items():
         entries = [e for e in (store.entry(s) for s in specs) if e is not None]
@@ -351,6 +354,10 @@ def store_summary(plan: dict[str, list[RunSpec]], store: RunStore | None = None)
             devices = sorted({e.provenance["device"] for e in entries})
             dates = sorted(e.provenance["date"][:10] for e in entries)
             text += f", trained on {', '.join(devices)}, {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else "")
+        done = [training[k] for k in {experiment_key(s) for s in specs} if k in training]
+        if done:
+            lo, hi = f"{100 * min(done):.0f}", f"{100 * max(done):.0f}"
+            text += f"; {len(done)} in training ({lo if lo == hi else f'{lo}-{hi}'}% of their steps)"
         out[chapter] = text
     return out
 

@@ -156,6 +156,7 @@ def test_an_interrupted_export_keeps_its_finished_ensembles_and_resumes_its_comm
     assert ckpt["runs"] == 1 and ckpt["step"] == TC.steps // 2 and ckpt["resumable"] and ckpt["current"]
     assert ckpt["keys"] == [experiment_key(other)]
     assert not store.checkpoints("cuda")[0]["resumable"]  # a GPU draws other streams: it starts afresh
+    assert store_summary(_plan(), store)["ch_b"] == "0 of 1 runs stored; 1 in training (50% of their steps)"
 
     resumed_at, trained = [], []
 
