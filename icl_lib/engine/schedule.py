@@ -97,6 +97,7 @@ def train(
     checkpoint_every: float = 60.0,
     use_store: bool = True,
     checkpoint_dir: str | os.PathLike | None = None,
+    on_trained: Callable[[list[Run]], None] | None = None,
 ) -> list[Run]:
     """Train (or load from the run cache, or from the run store) every spec; returns one
     :class:`Run` per spec, in order.  ``use_store``: look runs up in the committed run store
@@ -105,7 +106,8 @@ def train(
     Runs missing from the cache are grouped by shape into ensembles of at most ``max_ensemble``
     models; on a CPU, small ensembles train side by side, one per thread (:func:`schedule`).
     With ``cache=True`` a run in progress checkpoints into the cache folder and resumes there if
-    interrupted (``checkpoint_dir``: in that folder instead); two processes asking for the same runs train them once (the second waits on a
+    interrupted (``checkpoint_dir``: in that folder instead); ``on_trained`` is called with the
+    runs of each ensemble as soon as it has trained (from its worker thread); two processes asking for the same runs train them once (the second waits on a
     file lock, then loads).  ``graph`` captures each step as a CUDA graph (GPU only; ``None``:
     when the environment variable ``ICL_CUDA_GRAPH`` is ``1``).  ``progress``: ``True`` shows a bar
     per ensemble, a callable is called with the number of models after every step.
@@ -144,6 +146,8 @@ def train(
             runs = EnsembleTrainer([todo[k] for k in chunk], progress=progress, shards=shards, execution=ex,
                                    checkpoint_every=checkpoint_every).run(stop=stop)
             found.update(zip(chunk, runs))
+            if on_trained is not None:
+                on_trained(runs)
             return
         with store.locked(chunk):
             missing = []
@@ -165,6 +169,8 @@ def train(
                 store.save(k, run)
                 found[k] = run
             ckpt.unlink(missing_ok=True)
+        if on_trained is not None:
+            on_trained(runs)
 
     solo, together = schedule(chunks, todo, ex.device)
     for chunk in solo:

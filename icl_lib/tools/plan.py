@@ -314,28 +314,31 @@ def store_plan(plan: dict[str, list[RunSpec]], early_step: int = EARLY_STEP, dev
     its early twin (the same spec stopped at ``early_step``, so its parameters are the run's own
     at that step), and write them to the store with their provenance (``make paper-runs``).
 
-    The runs train as shape-compatible ensembles of at most ``max_ensemble`` models, as many side
-    by side as the device has threads (one per thread on a CPU), and each slice is written to the
-    store as soon as it ends: an export stopped at any point keeps what it finished.  The ensembles
-    in training checkpoint every ``checkpoint_every`` seconds into the store's ``ckpt/`` folder
-    (:attr:`RunStore.checkpoint_dir`), so the checkpoints can be committed with the store and a
-    later export on the same kind of device resumes them (a CPU's data streams are not a GPU's:
-    each device kind has its own checkpoints).  Returns :meth:`RunStore.status` of the plan."""
+    The runs train as shape-compatible ensembles of at most ``max_ensemble`` models (on a CPU, as
+    many side by side as it has threads, one per thread, each thread taking the next ensemble
+    when its own ends), and each ensemble is written to the store as soon as it ends: an export
+    stopped at any point keeps what it finished.  The ensembles in training checkpoint every
+    ``checkpoint_every`` seconds into the store's ``ckpt/`` folder (:attr:`RunStore.checkpoint_dir`),
+    so the checkpoints can be committed with the store and a later export on the same kind of
+    device resumes them (a CPU's data streams are not a GPU's: each device kind has its own
+    checkpoints).  Returns :meth:`RunStore.status` of the plan."""
     store = store or RunStore()
     max_ensemble = check_int("max_ensemble", max_ensemble, 1)
     specs = unique_specs(plan)
-    ex = Execution.resolve(device)
-    todo = {s.key(ex.device.type, ex.draw_ahead): s for s in specs if store.entry(s) is None}
-    chunks = group_chunks(todo, max_ensemble)
-    side_by_side = torch.get_num_threads() if ex.device.type == "cpu" else 1
-    for i in range(0, len(chunks), side_by_side):
-        part = [todo[k] for chunk in chunks[i : i + side_by_side] for k in chunk]
-        runs = train(part, device, progress=progress, max_ensemble=max_ensemble, checkpoint_every=checkpoint_every,
-                     checkpoint_dir=store.checkpoint_dir)
-        twins = train([early_twin(s, min(early_step, s.train.steps)) for s in part], device, progress=progress,
-                      max_ensemble=max_ensemble, use_store=False)
-        for run, twin in zip(runs, twins):
-            store.save(run, twin, command)
+    todo = [s for s in specs if store.entry(s) is None]
+    lock = threading.Lock()
+
+    def save(runs: list[Run]) -> None:
+        runs = [r for r in runs if not r.meta.get("stored")]
+        twins = train([early_twin(r.spec, min(early_step, r.spec.train.steps)) for r in runs], device,
+                      progress=progress, max_ensemble=max_ensemble, use_store=False)
+        with lock:  # one writer of the manifest at a time
+            for run, twin in zip(runs, twins):
+                store.save(run, twin, command)
+
+    runs = train(todo, device, progress=progress, max_ensemble=max_ensemble, checkpoint_every=checkpoint_every,
+                 checkpoint_dir=store.checkpoint_dir, on_trained=save)
+    save([r for r in runs if store.entry(r.spec) is None])  # runs the run cache already held
     return store.status(specs)
 
 

@@ -196,3 +196,27 @@ def test_export_refuses_a_bad_ensemble_size_before_any_work(tmp_path, monkeypatc
     assert main(["store", "export", "--chapters", "01", "--max-ensemble", "0"]) == 2
     assert "max_ensemble=0 is invalid" in capsys.readouterr().err
     assert not (tmp_path / "store").exists()
+
+
+def test_side_by_side_each_ensemble_is_stored_as_it_ends(tmp_path, monkeypatch):
+    """On two threads, five one-model ensembles train two at a time; each is in the store before
+    its thread starts the next one (so a stopped export loses only the ensembles in training)."""
+    from icl_lib.engine.trainer import EnsembleTrainer
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    plain_run = EnsembleTrainer.run
+    stored_at_start = []
+
+    def spied(self, until=None, stop=None):
+        if self.tc.steps == TC.steps:
+            stored_at_start.append(RunStore().status()["entries"])
+        return plain_run(self, until, stop)
+
+    monkeypatch.setattr(EnsembleTrainer, "run", spied)
+    try:
+        assert _export(monkeypatch, tmp_path, "cache", "store", max_ensemble=1)["complete"]
+    finally:
+        torch.set_num_threads(threads)
+    # the 3rd and 4th starts wait for one and two ensembles to end, the 5th for three
+    assert len(stored_at_start) == 5 and sorted(stored_at_start)[:2] == [0, 0] and max(stored_at_start) >= 3
