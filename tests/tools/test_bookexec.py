@@ -95,3 +95,20 @@ def test_a_paper_build_says_before_any_work_what_it_would_train(tmp_path, monkey
         capsys.readouterr().out
     bookexec._warn_paper_training({paths[0]: "quick", paths[1]: "paper"})  # chapter 4 trains nothing
     assert capsys.readouterr().out == ""
+
+
+def test_nbval_waits_for_a_cells_output_longer_than_its_5_s_default():
+    """book/conftest.py raises nbval's wait for each output message of a chapter's cells."""
+    from icl_lib.tools.plan import BOOK
+
+    seen = []
+
+    class Spy:
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_modifyitems(self, items):
+            seen.extend(getattr(item, "output_timeout", None) for item in items)
+
+    args = ["--collect-only", "-q", "--nbval-lax", "-p", "no:randomly", "-p", "no:cacheprovider",
+            str(BOOK / "01_setup.ipynb")]
+    assert pytest.main(args, plugins=[Spy()]) == 0
+    assert seen and set(seen) == {120}
