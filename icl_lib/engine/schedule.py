@@ -106,11 +106,12 @@ def train(
     Runs missing from the cache are grouped by shape into ensembles of at most ``max_ensemble``
     models; on a CPU, small ensembles train side by side, one per thread (:func:`schedule`).
     With ``cache=True`` a run in progress checkpoints into the cache folder and resumes there if
-    interrupted (``checkpoint_dir``: in that folder instead); ``on_trained`` is called with the
-    runs of each ensemble as soon as it has trained (from its worker thread); two processes asking for the same runs train them once (the second waits on a
-    file lock, then loads).  ``graph`` captures each step as a CUDA graph (GPU only; ``None``:
-    when the environment variable ``ICL_CUDA_GRAPH`` is ``1``).  ``progress``: ``True`` shows a bar
-    per ensemble, a callable is called with the number of models after every step.
+    interrupted (``checkpoint_dir``: in that folder instead); two processes asking for the same
+    runs train them once (the second waits on a file lock, then loads).  ``on_trained`` is called
+    with the runs of each ensemble as soon as it has trained (from its worker thread).  ``graph``
+    captures each step as a CUDA graph (GPU only; ``None``: when the environment variable
+    ``ICL_CUDA_GRAPH`` is ``1``).  ``progress``: ``True`` shows a bar per ensemble, a callable is
+    called with the number of models after every step.
 
     With the environment variable ``ICL_RUN_LOG`` set to a file, every requested run's key and
     spec are appended to it as JSON lines (what a process asked for: the book's plan is tested

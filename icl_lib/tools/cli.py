@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--chapters", default=None, help="only these chapters, comma-separated (e.g. 02,05; default all)")
     q.add_argument("--early-step", type=int, default=None, help="the early checkpoint's step (default 2000)")
     q.add_argument("--max-ensemble", type=int, default=64,
-                   help="models per ensemble (default 64); export writes each slice of ensembles as it ends")
+                   help="models per ensemble (default 64); each ensemble is stored as soon as it ends")
     q.add_argument("--checkpoint-every", type=float, default=60.0,
                    help="seconds between checkpoints, written to the store's ckpt/ folder (default 60)")
     q.add_argument("--no-progress", action="store_true", help="hide the progress bar")
