@@ -202,8 +202,10 @@ class RunStore:
         e = self.entry(spec)
         return None if e is None else e.run
 
-    def status(self, specs: Sequence[RunSpec] | None = None) -> dict:
-        """Counts of a plan's runs in the store, and the stale entries (other model code)."""
+    def scan(self) -> tuple[set[str], list[str]]:
+        """The experiment keys of the entries written by this model code, and the file names of
+        the stale ones (other model code, or provenance that does not read): one read of every
+        entry's provenance, for callers that test several plans against the store."""
         stale, current = [], set()
         for p in sorted(self.root.glob("*.npz")) if self.root.exists() else []:
             prov = self._provenance(p)
@@ -211,6 +213,11 @@ class RunStore:
                 stale.append(p.name)
             else:
                 current.add(p.stem)
+        return current, stale
+
+    def status(self, specs: Sequence[RunSpec] | None = None) -> dict:
+        """Counts of a plan's runs in the store, and the stale entries (other model code)."""
+        current, stale = self.scan()
         out = {"root": str(self.root), "entries": len(current), "stale": stale}
         if specs is not None:
             keys = {experiment_key(s) for s in specs}
