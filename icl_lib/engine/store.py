@@ -42,7 +42,7 @@ from ..version import MODEL_CODE_VERSION
 from .cache import checkpoint_name
 from .run import Run
 
-__all__ = ["RunStore", "store_dir", "experiment_key", "early_twin", "HISTORY_POINTS", "StoreEntry"]
+__all__ = ["RunStore", "store_dir", "experiment_key", "early_twin", "HISTORY_POINTS", "StoreEntry", "holds_all"]
 
 log = logging.getLogger(__name__)
 HISTORY_POINTS = 120  # snapshots of the history a stored run keeps
@@ -96,6 +96,12 @@ class StoreEntry:
     early_step: int
     early_params: dict
     provenance: dict
+
+
+def holds_all(keys: set[str], current: set[str]) -> bool:
+    """Whether a plan with experiment ``keys`` is complete in a store whose current entries are
+    ``current`` (:meth:`RunStore.scan`): a plan of no runs is never complete."""
+    return bool(keys) and keys <= current
 
 
 class RunStore:
@@ -221,7 +227,7 @@ class RunStore:
         out = {"root": str(self.root), "entries": len(current), "stale": stale}
         if specs is not None:
             keys = {experiment_key(s) for s in specs}
-            out.update(planned=len(keys), stored=len(keys & current), complete=bool(keys) and keys <= current)
+            out.update(planned=len(keys), stored=len(keys & current), complete=holds_all(keys, current))
         return out
 
     def checkpoints(self, device_type: str = "cpu", draw_ahead: int = 1) -> list[dict]:

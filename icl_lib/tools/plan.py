@@ -37,7 +37,7 @@ from ..engine.execution import Execution
 from ..engine.profiles import resolve_profile, train_config
 from ..engine.run import Run
 from ..engine.schedule import group_chunks, schedule, train
-from ..engine.store import RunStore, early_twin, experiment_key
+from ..engine.store import RunStore, early_twin, experiment_key, holds_all
 from ..engine.trainer import EnsembleTrainer
 from ..paper1.anisotropic import rho_specs
 from ..paper1.optimality import proportional_specs, variant_specs
@@ -387,8 +387,7 @@ def published_profiles(chapters, book: str | Path = BOOK, store: RunStore | None
     out = {}
     for name in chapters:
         if name in plan:
-            keys = {experiment_key(s) for s in plan[name]}
-            out[name] = "paper" if keys and keys <= current else "quick"
+            out[name] = "paper" if holds_all({experiment_key(s) for s in plan[name]}, current) else "quick"
         else:
             out[name] = "paper" if name in CPU_PAPER_CHAPTERS else "quick"
     return out
