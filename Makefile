@@ -99,7 +99,7 @@ gpu-check: install
 # session, once the checkpoints are committed with the store -- it resumes them.  On a CUDA
 # machine: `make paper-runs`.  On a CPU, chapter by chapter, e.g.
 #   make paper-runs PAPER_DEVICE=cpu PAPER_MAX_ENSEMBLE=8 PAPER_CHAPTERS=02
-# (two single-threaded ensembles of 8 side by side on a 2-core machine).
+# (two single-threaded ensembles of 8 side by side, in two worker processes, on a 2-core machine).
 PAPER_DEVICE       ?= cuda
 PAPER_MAX_ENSEMBLE ?= 64
 PAPER_CHAPTERS     ?=

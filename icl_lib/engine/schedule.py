@@ -26,10 +26,11 @@ from .run import Run
 from .store import RunStore
 from .trainer import EnsembleTrainer
 
-__all__ = ["train", "schedule", "group_chunks"]
+__all__ = ["train", "schedule", "group_chunks", "chunk_cost"]
 
 
-def _cost(chunk: Sequence[str], todo: dict) -> float:
+def chunk_cost(chunk: Sequence[str], todo: dict) -> float:
+    """The relative cost of training the ensemble ``chunk`` (keys of ``todo``): models x steps x tokens x width."""
     s = todo[chunk[0]]
     return len(chunk) * s.train.steps * (s.data.L + 1) * (s.data.d + s.data.n_tasks)
 
@@ -50,11 +51,11 @@ def schedule(chunks: list, todo: dict, dev: torch.device) -> tuple[list, list]:
     alone would keep the cores busy, split into shards); the rest run together, largest first.
     """
     threads = torch.get_num_threads() if dev.type == "cpu" else 1
-    order = sorted(chunks, key=lambda c: _cost(c, todo), reverse=True)
+    order = sorted(chunks, key=lambda c: chunk_cost(c, todo), reverse=True)
     if threads == 1 or len(order) == 1:
         return order, []
     solo = []
-    while order and _cost(order[0], todo) * threads > sum(_cost(c, todo) for c in order):
+    while order and chunk_cost(order[0], todo) * threads > sum(chunk_cost(c, todo) for c in order):
         solo.append(order.pop(0))
     return solo, order
 

@@ -166,7 +166,9 @@ class RunStore:
             if prov is not None:
                 rows.append({"key": p.stem, **{k: prov[k] for k in ("code", "device", "date", "steps", "spec")}})
         out = self.root / "manifest.json"
-        out.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+        tmp = out.with_name(f".manifest.json.{os.getpid()}.tmp")  # atomic: exports may run in several processes
+        tmp.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, out)
         return out
 
     # ---------------------------------------------------------------- reading

@@ -79,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="models per ensemble (default 64); each ensemble is stored as soon as it ends")
     q.add_argument("--checkpoint-every", type=float, default=60.0,
                    help="seconds between checkpoints, written to the store's ckpt/ folder (default 60)")
+    q.add_argument("--processes", type=int, default=None,
+                   help="on a CPU, worker processes training one single-threaded ensemble each (default: one per "
+                        "CPU thread; 1: the ensembles train in this process)")
     q.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return ap
 
@@ -101,10 +104,11 @@ def _store(args) -> int:
     early = check_int("early_step", args.early_step if args.early_step is not None else book.EARLY_STEP, 1)
     max_ensemble = check_int("max_ensemble", args.max_ensemble, 1)
     every = check_float("checkpoint_every", args.checkpoint_every, 0.0, 86_400.0, lo_open=True)
+    processes = check_int("processes", args.processes if args.processes is not None else torch.get_num_threads(), 1, 256)
     command = "python -m icl_lib " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     try:
         st = book.store_plan(plan, early, args.device, store, command, progress=not args.no_progress,
-                             max_ensemble=max_ensemble, checkpoint_every=every)
+                             max_ensemble=max_ensemble, checkpoint_every=every, processes=processes)
     except KeyboardInterrupt:
         print(f"python -m icl_lib store export: interrupted: the finished ensembles are in the store, those in "
               f"training saved a checkpoint in {store.checkpoint_dir}; run the same command again to resume",

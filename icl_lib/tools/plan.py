@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -36,7 +37,7 @@ from ..engine.cache import RunCache
 from ..engine.execution import Execution
 from ..engine.profiles import resolve_profile, train_config
 from ..engine.run import Run
-from ..engine.schedule import group_chunks, schedule, train
+from ..engine.schedule import chunk_cost, group_chunks, schedule, train
 from ..engine.store import RunStore, early_twin, experiment_key, holds_all
 from ..engine.trainer import EnsembleTrainer
 from ..paper1.anisotropic import rho_specs
@@ -309,7 +310,7 @@ def train_plan(plan: dict[str, list[RunSpec]], device: str = "auto", progress: b
 
 def store_plan(plan: dict[str, list[RunSpec]], early_step: int = EARLY_STEP, device: str = "auto",
                store: RunStore | None = None, command: str = "", progress: bool = True,
-               max_ensemble: int = 64, checkpoint_every: float = 60.0) -> dict:
+               max_ensemble: int = 64, checkpoint_every: float = 60.0, processes: int = 1) -> dict:
     """Train (or take from the run cache) every run of ``plan`` missing from the run store, with
     its early twin (the same spec stopped at ``early_step``, so its parameters are the run's own
     at that step), and write them to the store with their provenance (``make paper-runs``).
@@ -321,11 +322,27 @@ def store_plan(plan: dict[str, list[RunSpec]], early_step: int = EARLY_STEP, dev
     ``checkpoint_every`` seconds into the store's ``ckpt/`` folder (:attr:`RunStore.checkpoint_dir`),
     so the checkpoints can be committed with the store and a later export on the same kind of
     device resumes them (a CPU's data streams are not a GPU's: each device kind has its own
-    checkpoints).  Returns :meth:`RunStore.status` of the plan."""
+    checkpoints).  ``processes > 1`` on a CPU trains the ensembles in that many worker processes
+    instead, one single-threaded ensemble each, each taking the next ensemble (largest first)
+    when its own is stored (:func:`_export_in_processes`): the same ensembles, checkpoints and
+    numbers, without the threads of one process contending for its interpreter.  Returns
+    :meth:`RunStore.status` of the plan."""
     store = store or RunStore()
     max_ensemble = check_int("max_ensemble", max_ensemble, 1)
+    processes = check_int("processes", processes, 1, 256)
     specs = unique_specs(plan)
     todo = [s for s in specs if store.entry(s) is None]
+    if processes > 1 and todo:
+        ex = Execution.resolve(device)
+        if ex.device.type == "cpu":
+            keyed = {s.key(ex.device.type, ex.draw_ahead): s for s in todo}
+            chunks = sorted(group_chunks(keyed, max_ensemble), key=lambda c: chunk_cost(c, keyed), reverse=True)
+            if len(chunks) > 1:
+                _export_in_processes([[keyed[k] for k in c] for c in chunks], min(processes, len(chunks)), store,
+                                     dict(early_step=early_step, device=device, command=command, progress=progress,
+                                          max_ensemble=max_ensemble, checkpoint_every=checkpoint_every))
+                store.write_manifest()  # once more, after every worker's last write
+                return store.status(specs)
     lock = threading.Lock()
 
     def save(runs: list[Run]) -> None:
@@ -340,6 +357,62 @@ def store_plan(plan: dict[str, list[RunSpec]], early_step: int = EARLY_STEP, dev
                  checkpoint_dir=store.checkpoint_dir, on_trained=save)
     save([r for r in runs if store.entry(r.spec) is None])  # runs the run cache already held
     return store.status(specs)
+
+
+def _export_in_processes(chunks: list[list[RunSpec]], processes: int, store: RunStore, kwargs: dict) -> None:
+    """Store ``chunks`` (ensembles, largest first) with :func:`store_plan` in ``processes`` spawned
+    worker processes of one thread each, each taking the next ensemble when its own is stored.
+
+    The workers run in their own process group, so an interrupt reaches them once, from here: a
+    ``KeyboardInterrupt`` (Ctrl-C, or SIGINT sent to this process alone) is passed on to every
+    worker, which checkpoints its ensemble into the store's ``ckpt/`` and stops; then it
+    propagates.  A worker that fails raises a ``RuntimeError`` here once the others have ended."""
+    import multiprocessing as mp
+    import signal
+
+    ctx = mp.get_context("spawn")  # a fresh interpreter: nothing of this one is inherited
+    taken = ctx.Value("i", 0)  # the index of the next ensemble to take
+    workers = [ctx.Process(target=_export_worker, args=(chunks, taken, str(store.root), kwargs))
+               for _ in range(processes)]
+    for w in workers:
+        w.start()
+    try:
+        for w in workers:
+            w.join()
+    except KeyboardInterrupt:
+        for w in workers:
+            if w.is_alive():
+                try:
+                    os.kill(w.pid, signal.SIGINT)
+                except ProcessLookupError:  # it ended in the meantime
+                    pass
+        for w in workers:
+            w.join()
+        raise
+    failed = [w.exitcode for w in workers if w.exitcode != 0]
+    if failed:
+        raise RuntimeError(f"store export: {len(failed)} of {processes} worker processes failed (exit codes {failed}); "
+                           "their errors are printed above, and the ensembles they finished are in the store")
+
+
+def _export_worker(chunks: list[list[RunSpec]], taken, root: str, kwargs: dict) -> None:
+    """One worker process of :func:`_export_in_processes`: store the next ensemble until none is left."""
+    import sys
+
+    if hasattr(os, "setpgrp"):
+        os.setpgrp()  # interrupts come from the parent, once
+    torch.set_num_threads(1)
+    store = RunStore(root)
+    try:
+        while True:
+            with taken.get_lock():
+                i = taken.value
+                taken.value += 1
+            if i >= len(chunks):
+                return
+            store_plan({"ensemble": chunks[i]}, store=store, processes=1, **kwargs)
+    except KeyboardInterrupt:
+        sys.exit(130)  # the ensemble in training has written its checkpoint
 
 
 def store_summary(plan: dict[str, list[RunSpec]], store: RunStore | None = None) -> dict[str, str]:

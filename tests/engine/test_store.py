@@ -220,3 +220,70 @@ def test_side_by_side_each_ensemble_is_stored_as_it_ends(tmp_path, monkeypatch):
         torch.set_num_threads(threads)
     # the 3rd and 4th starts wait for one and two ensembles to end, the 5th for three
     assert len(stored_at_start) == 5 and sorted(stored_at_start)[:2] == [0, 0] and max(stored_at_start) >= 3
+
+
+def test_an_export_in_worker_processes_stores_the_numbers_of_one_in_this_process(tmp_path, monkeypatch):
+    """`store export --processes 2` on a CPU: the same ensembles (three, of at most two runs),
+    trained one per single-threaded worker process, give the entries of an export in this
+    process, bit for bit, with a manifest of all five and no checkpoint left."""
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # this process: one ensemble at a time
+    monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path / "cache-p"))
+    monkeypatch.setenv("ICL_STORE_DIR", str(tmp_path / "store-p"))
+    status = store_plan(_plan(), early_step=20, device="cpu", command="test", progress=False, max_ensemble=2,
+                        processes=2)
+    assert status["complete"] and status["stored"] == 5
+    in_processes = RunStore()
+    assert in_processes.checkpoints() == []
+    manifest = json.loads((in_processes.root / "manifest.json").read_text())
+    assert sorted(r["key"] for r in manifest) == sorted(experiment_key(s) for ss in _plan().values() for s in ss)
+    assert _export(monkeypatch, tmp_path, "cache-s", "store-s")["complete"]
+    here = RunStore()
+    for spec in (s for ss in _plan().values() for s in ss):
+        a, b = in_processes.entry(spec), here.entry(spec)
+        for k in "QKVO":
+            assert torch.equal(a.run.params[k], b.run.params[k]) and torch.equal(a.early_params[k], b.early_params[k])
+        assert torch.equal(a.run.history["val_loss"], b.run.history["val_loss"])
+
+
+_EXPORT_SCRIPT = """
+import sys
+from icl_lib import DataConfig, ModelConfig, RunSpec, TrainConfig
+from icl_lib.tools.plan import store_plan
+tc = TrainConfig(steps=200_000, batch=16, lr=1e-3, n_log=8, val_size=64)
+plan = {"ch": [RunSpec(DataConfig(d=3, L=6), ModelConfig(heads=h), tc, seed=0) for h in (1, 2, 3)]}
+try:
+    store_plan(plan, early_step=20, device="cpu", command="test", progress=False, max_ensemble=1,
+               checkpoint_every=0.2, processes=2)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def test_an_interrupt_of_an_export_in_worker_processes_checkpoints_every_ensemble_in_training(tmp_path):
+    """SIGINT sent to the exporting process alone (as `kill -INT` does; its workers run in their
+    own process group) reaches each worker once: each checkpoints its ensemble into the store's
+    ckpt/ and stops, the export exits, and nothing is left running or half-written."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    env = dict(os.environ, ICL_STORE_DIR=str(tmp_path / "store"), ICL_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]), OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-c", _EXPORT_SCRIPT], env=env, start_new_session=True)
+    ckpt = tmp_path / "store" / "ckpt"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and len(list(ckpt.glob("*.pt"))) < 2 and proc.poll() is None:
+        time.sleep(0.2)
+    try:
+        assert len(list(ckpt.glob("*.pt"))) == 2, "two ensembles should be in training, each checkpointed"
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=120) == 130
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    checkpoints = RunStore(tmp_path / "store").checkpoints()
+    assert len(checkpoints) == 2 and all(c["resumable"] and 0 < c["step"] < 200_000 for c in checkpoints)
+    assert not list(ckpt.glob("*.tmp*")) and not list((tmp_path / "store").glob("*.npz"))
