@@ -397,10 +397,14 @@ def _export_in_processes(chunks: list[list[RunSpec]], processes: int, store: Run
 
 def _export_worker(chunks: list[list[RunSpec]], taken, root: str, kwargs: dict) -> None:
     """One worker process of :func:`_export_in_processes`: store the next ensemble until none is left."""
+    import signal
     import sys
 
     if hasattr(os, "setpgrp"):
         os.setpgrp()  # interrupts come from the parent, once
+    # and are honoured even where the export was started with SIGINT ignored (a background job
+    # of a non-interactive shell), which a spawned interpreter would inherit
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     torch.set_num_threads(1)
     store = RunStore(root)
     try:

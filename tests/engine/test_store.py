@@ -246,7 +246,8 @@ def test_an_export_in_worker_processes_stores_the_numbers_of_one_in_this_process
 
 
 _EXPORT_SCRIPT = """
-import sys
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # even if this test runs with SIGINT ignored
 from icl_lib import DataConfig, ModelConfig, RunSpec, TrainConfig
 from icl_lib.tools.plan import store_plan
 tc = TrainConfig(steps=200_000, batch=16, lr=1e-3, n_log=8, val_size=64)
