@@ -204,6 +204,6 @@ def test_status_page_has_a_row_per_chapter(visit):
     assert len(rows) == len(CHAPTERS)
     for row in rows:
         chapter, executed, runtime, status, profile, device, lib, torch_version, claims, stored = row
-        assert stored == "trains nothing" or re.match(r"\d+ of \d+ runs stored", stored), row
+        assert stored.startswith("trains nothing") or re.match(r"\d+ of \d+ runs stored", stored), row
         assert status == "succeeded" and profile in ("quick", "paper") and device and lib != "-" and torch_version != "-"
         assert re.fullmatch(r"\d+(\.\d+)?", runtime), row

@@ -346,7 +346,10 @@ def _verdict_cell(c: dict) -> list[nodes.Node]:
 
 def _recorded(app: Sphinx, profile: str) -> dict[str, dict]:
     """Chapter -> the claims a run of ``profile`` recorded (``Claims.report`` with ``ICL_CLAIMS_DIR``),
-    read from ``<srcdir>/<icl_claims_dir>/<profile>/``; unreadable files are warned about and left out."""
+    read from ``<srcdir>/<icl_claims_dir>/<profile>/``; unreadable files are warned about and left out.
+    A chapter no run of this build recorded falls back to its committed record
+    (:mod:`icl_lib.tools.records`, chapter 8's paper profile) when that is current; a stale one
+    is warned about and kept only as ``{"stale": [changed parts], ...}``, without its verdicts."""
     cache = app.__dict__.setdefault("icl_recorded", {})
     if profile not in cache:
         root = Path(app.srcdir, app.config.icl_claims_dir, profile)
@@ -359,8 +362,29 @@ def _recorded(app: Sphinx, profile: str) -> dict[str, dict]:
                 found[data["chapter"]] = data
             except (OSError, ValueError, KeyError, TypeError) as err:
                 logger.warning(f"recorded claims {f} left out: {err}", type="icl", subtype="claims")
+        for chapter, st in _committed(app, profile).items():
+            if chapter in found:
+                continue
+            if st["current"]:
+                found[chapter] = dict(st["record"], committed=True)
+            else:
+                logger.warning(f"the committed {profile} record of {chapter} is stale (changed since: "
+                               f"{', '.join(st['changed'])}): python -m icl_lib record run {chapter}",
+                               type="icl", subtype="records")
+                found[chapter] = {"stale": st["changed"], "recorded": st["record"].get("recorded"), "claims": []}
         cache[profile] = found
     return cache[profile]
+
+
+def _committed(app: Sphinx, profile: str) -> dict[str, dict]:
+    """Chapter -> :func:`icl_lib.tools.records.status` of each committed record of ``profile`` in
+    the checkout the book is built from (none in a book without ``results/records``)."""
+    if not Path(app.srcdir, "results", "records", profile).is_dir():
+        return {}
+    from icl_lib.tools import records
+
+    return {c: st for c in records.RECORDED if records.RECORDED[c].profile == profile
+            and (st := records.status(c, app.srcdir))["record"] is not None}
 
 
 def _other(profile: str) -> str:
@@ -372,6 +396,8 @@ def _other_cell(other: str, recorded: dict | None, cid: str) -> nodes.Node:
     ``icl-verdict``: that class marks this build's verdict)."""
     if recorded is None:
         return nodes.inline(text=f"{other}: no recorded run", classes=["icl-other", "icl-notrun"])
+    if "stale" in recorded:
+        return nodes.inline(text=f"{other}: recorded run stale", classes=["icl-other", "icl-notrun"])
     c = next((c for c in recorded.get("claims", []) if c.get("cid") == cid), None)
     if c is None:
         return nodes.inline(text=f"{other}: not in the recorded run", classes=["icl-other", "icl-notrun"])
@@ -388,6 +414,13 @@ def _recorded_text(other: str, recorded: dict | None) -> str:
     if recorded is None:
         return f"{other} profile: no recorded run"
     when = recorded.get("recorded", "an unknown date")
+    if "stale" in recorded:
+        return (f"{other} profile: the committed run of {when} is stale (changed since: "
+                f"{', '.join(recorded['stale'])}); its verdicts are not shown")
+    if recorded.get("committed"):
+        return (f"{other} profile: committed run of {when} on {recorded.get('device', '?')} (icl_lib "
+                f"{recorded.get('icl_lib', '?')}, {recorded.get('seconds', 0) / 60:.0f} min, "
+                f"{recorded.get('command', '?')}): {_count_text(recorded.get('claims', []))}")
     return (f"{other} profile: recorded run of {when} on {recorded.get('device', '?')} (icl_lib "
             f"{recorded.get('icl_lib', '?')}): {_count_text(recorded.get('claims', []))}")
 
@@ -459,6 +492,16 @@ def _store_summary(app: Sphinx) -> dict[str, str]:
     return app.icl_store_summary
 
 
+def _record_note(app: Sphinx, chapter: str) -> str:
+    """``"; paper run recorded <date> on <device> (current)"`` for a chapter with a committed record."""
+    st = _committed(app, "paper").get(chapter)
+    if st is None:
+        return ""
+    rec = st["record"]
+    return (f"; paper run recorded {rec.get('recorded', '?')} on {rec.get('device', '?')} "
+            f"({'current' if st['current'] else 'stale'})")
+
+
 def _when(ts) -> str:
     return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if ts else "-"
 
@@ -487,7 +530,7 @@ def _status(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
                 meta.get("icl_lib", "-"),
                 meta.get("torch", "-"),
                 _count_text(claims),
-                stored.get(doc.rsplit("/", 1)[-1], "trains nothing"),
+                stored.get(name := doc.rsplit("/", 1)[-1], "trains nothing") + _record_note(app, name),
             ]
         )
     headers = ["Chapter", "Executed", "Run time (s)", "Status", "Profile", "Device", "icl_lib", "torch", "Claims",

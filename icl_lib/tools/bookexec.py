@@ -56,7 +56,7 @@ def chapter_profiles(paths: list[str]) -> dict[str, str | None]:
         return {p: None for p in paths}
     from .plan import published_profiles
 
-    by_name = published_profiles([Path(p).stem for p in paths])
+    by_name = published_profiles([Path(p).stem for p in paths], Path(paths[0]).resolve().parent)
     return {p: by_name[Path(p).stem] for p in paths}
 
 
@@ -92,6 +92,26 @@ def _execute(path: str, timeout: int, profile: str | None = None) -> tuple[str, 
     result = single_nb_execution(nb, cwd=str(Path(path).parent.resolve()), timeout=timeout, allow_errors=False)
     err = None if result.err is None else f"{type(result.err).__name__}: {str(result.err).strip().splitlines()[-1:]}"
     return path, nb, result.time, err
+
+
+def _serve_record(cache, path: str, profile: str | None) -> bool:
+    """Cache the committed record's executed notebook of chapter ``path`` instead of executing it,
+    where the chapter has a current record of the profile it runs in (:func:`icl_lib.tools.records.served`:
+    chapter 8's paper profile, half an hour here); returns whether it did."""
+    from jupyter_cache.cache.main import CacheBundleIn
+
+    from ..engine.profiles import resolve_profile
+    from .records import served
+
+    found = served(path, profile or resolve_profile("auto"))
+    if found is None:
+        return False
+    nb, seconds = found
+    cache.cache_notebook_bundle(CacheBundleIn(nb, path, data={"execution_seconds": seconds, "recorded": True}),
+                                check_validity=False, overwrite=True)
+    print(f"  {Path(path).name:45s} served from its committed record ({seconds:.0f} s when recorded; "
+          "python -m icl_lib record status)")
+    return True
 
 
 def _read_timeout(config: Path) -> int:
@@ -131,6 +151,9 @@ def execute_chapters(
         print("bookexec: every chapter is cached")
         return 0
     profiles = chapter_profiles(todo)
+    todo = [p for p in todo if not _serve_record(cache, p, profiles[p])]
+    if not todo:
+        return 0
     # Kernels inherit this environment: one thread each, no progress bars (as in the book build).
     os.environ.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "ICL_PROGRESS": "0"})
     jobs = max(1, min(jobs, len(todo)))

@@ -83,6 +83,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="on a CPU, worker processes training one single-threaded ensemble each (default: one per "
                         "CPU thread; 1: the ensembles train in this process)")
     q.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    q = sub.add_parser("record", help="chapters recorded in a profile too slow for CI (chapter 8's paper profile): "
+                                      "status, or run one and commit its record")
+    q.add_argument("action", choices=["status", "run"])
+    q.add_argument("chapter", nargs="?", default=None, help="with run: the chapter (e.g. 08)")
     return ap
 
 
@@ -235,6 +239,10 @@ def _dispatch(args) -> int:
         return _plan(args)
     if args.command == "store":
         return _store(args)
+    if args.command == "record":
+        from .records import main_record
+
+        return main_record(args.action, args.chapter)
     return 1
 
 

@@ -45,6 +45,7 @@ from ..paper1.optimality import proportional_specs, variant_specs
 from ..paper1.phase import PhaseGrid, grid_specs, profile_lrs
 from ..paper1.sweeps import as_heads, heads_sweep_specs
 from ..validate import check_choice, check_int, literal_list
+from .records import served
 
 __all__ = ["BOOK", "CHAPTER_PLANS", "chapter_parameters", "book_plan", "select_chapters", "unique_specs", "describe", "train_plan",
            "store_plan", "store_summary", "published_profiles", "missing_runs", "CPU_PAPER_CHAPTERS", "EARLY_STEP", "EnsembleTiming"]
@@ -454,7 +455,9 @@ def published_profiles(chapters, book: str | Path = BOOK, store: RunStore | None
     """The profile in which each of ``chapters`` (notebook names, e.g. ``"02_patterns"``) is built
     for the published book (``ICL_BOOK_PROFILE=stored make book``, as CI builds it), so that the
     CPU build trains nothing: ``paper`` for a chapter that trains when the run store holds every
-    run of its paper plan, and for the chapters of :data:`CPU_PAPER_CHAPTERS`; ``quick`` otherwise.
+    run of its paper plan, for the chapters of :data:`CPU_PAPER_CHAPTERS`, and for a chapter with a
+    current committed record of its paper run (:func:`icl_lib.tools.records.served`: chapter 8);
+    ``quick`` otherwise.
 
     So the papers' chapters show the papers' training as soon as their runs are stored, whatever
     the store holds of chapter 9's much larger grid."""
@@ -466,5 +469,6 @@ def published_profiles(chapters, book: str | Path = BOOK, store: RunStore | None
         if name in plan:
             out[name] = "paper" if holds_all({experiment_key(s) for s in plan[name]}, current) else "quick"
         else:
-            out[name] = "paper" if name in CPU_PAPER_CHAPTERS else "quick"
+            recorded = served(Path(book) / f"{name}.ipynb", "paper") is not None
+            out[name] = "paper" if name in CPU_PAPER_CHAPTERS or recorded else "quick"
     return out

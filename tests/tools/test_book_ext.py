@@ -204,3 +204,34 @@ def test_dashboard_shows_the_other_profiles_recorded_verdicts_beside_its_own(tmp
     assert "paper profile: recorded run of" in dash and "0 pass, 0 fail, 1 inconclusive" in dash
     assert "paper profile: no recorded run" in dash
     assert "recorded claims" in warnings and "bad.json left out" in warnings
+
+
+def test_dashboard_shows_a_current_committed_record_and_names_a_stale_one(tmp_path, monkeypatch):
+    """A chapter no run of this build recorded in the other profile shows its committed record
+    (icl_lib.tools.records: chapter 8's paper run) while the record is current; a stale record is
+    warned about and shown as stale, without its verdicts."""
+    from icl_lib.tools import records
+
+    monkeypatch.setenv("ICL_CLAIMS_DIR", str(tmp_path / "nothing"))
+    (tmp_path / "src" / "results" / "records" / "paper").mkdir(parents=True)
+    paper = Claims("02_second", "paper", device="cpu")
+    paper.test("alpha", Estimate(0.3, 0.1, 0.5), Above(0.4), "statement of alpha", "P2 Thm 2")
+    rec = dict(paper.payload(), recorded="2026-12-02 21:00 UTC", seconds=1800.0,
+               command="python -m icl_lib record run 02")
+    state = {"current": True, "changed": []}
+    monkeypatch.setattr(records, "RECORDED", {"02_second": records.Recorded("paper", (), ())})
+    monkeypatch.setattr(records, "status", lambda chapter, root=None: dict(state, record=rec))
+    chapters = {"01_first": _chapter("1. First", [("The data", "moment", True)]),
+                "02_second": _chapter("2. Second", [("Alpha part", "alpha", True)])}
+    dash, status, warnings = _build(tmp_path, chapters)
+    other = re.findall(r'<span class="icl-other ([a-z-]+)">([^<]*)</span>', dash)
+    assert other == [("icl-notrun", "paper: no recorded run"), ("icl-inconclusive", "paper: INCONCLUSIVE 0.3 [0.1,0.5]")]
+    assert ("paper profile: committed run of 2026-12-02 21:00 UTC on cpu" in dash and "30 min" in dash
+            and "python -m icl_lib record run 02" in dash)
+    assert "paper run recorded 2026-12-02 21:00 UTC on cpu (current)" in status
+    state.update(current=False, changed=["icl_lib/paper2/loss.py"])
+    dash, status, warnings = _build(tmp_path, chapters)  # a fresh environment: read again
+    assert "paper: recorded run stale" in dash and "INCONCLUSIVE 0.3" not in dash
+    assert "the committed run of 2026-12-02 21:00 UTC is stale (changed since: icl_lib/paper2/loss.py)" in dash
+    assert "committed paper record of 02_second is stale" in warnings
+    assert "(stale)" in status

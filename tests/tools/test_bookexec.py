@@ -51,7 +51,7 @@ def test_the_published_book_gives_each_kernel_its_chapter_s_profile(tmp_path, mo
     missing = _notebook(tmp_path / "02_patterns.ipynb", code + "  # 2")
     asked = []
 
-    def profiles(names):
+    def profiles(names, book=None):
         asked.append(list(names))
         return {"01_setup": "paper", "02_patterns": "quick"}
 

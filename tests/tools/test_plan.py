@@ -156,7 +156,7 @@ def test_a_killed_plan_resumes_to_the_numbers_of_an_uninterrupted_one(tmp_path):
 def test_the_published_book_shows_a_chapter_in_the_paper_profile_once_its_runs_are_stored(tmp_path, monkeypatch):
     """Chapter 1 (its parameters cell set to 30 steps: a small paper-shaped plan) is published in
     quick until the store holds its run, then in paper; chapter 4 (no training, its paper profile
-    computed on the CPU) in paper; chapter 8 in quick (its paper sizes are too long for a CPU build)."""
+    computed on the CPU) in paper; chapter 8 in quick (no committed record of its paper run here)."""
     import json as _json
 
     book_dir = tmp_path / "book"

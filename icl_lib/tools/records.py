@@ -1,0 +1,261 @@
+"""Recorded chapter runs: a chapter executed once in a profile too slow for a CI build, committed.
+
+Chapter 8 (paper 2) trains no network, so the run store has nothing to give it: its ``paper``
+profile is computation on tiny matrices (longer oracles, more problems, more iterations), about
+half an hour on one core of a CPU here, which would double CI's book build.  So it is executed
+once, by ``python -m icl_lib record run 08`` (``make paper-records``), and what it measured is
+committed to ``results/records/<profile>/<chapter>.json``: every claim with its verdict, interval
+and rule (the JSON ``Claims.report`` writes), the glued numbers of its text, and the provenance
+(device, versions, date, wall time, command).
+
+A record holds only while the code that decided its claims is unchanged.  It carries a
+fingerprint of that code (:func:`fingerprint`): the chapter's code cells (not its prose), the
+library modules the chapter's computations and rules run (:data:`RECORDED`), the profile's
+settings of its experiments and the torch version.  The book's dashboard shows a current record
+beside the build's own verdicts and the status page lists it; a stale one is shown as stale with
+the parts that changed, never with its verdicts, and a test (``tests/tools/test_records.py``)
+fails until it is recorded again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..engine.profiles import SETTINGS
+from ..validate import check_choice
+
+__all__ = ["ROOT", "RECORDED", "Recorded", "record_path", "fingerprint", "load", "status", "record", "select", "describe", "main_record", "notebook_path", "served"]
+
+ROOT = Path(__file__).resolve().parents[2]  # the project checkout: book/, icl_lib/, results/
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A chapter whose run in ``profile`` is recorded rather than built: the library modules
+    (paths under ``icl_lib/``) and the settings entries of :data:`~icl_lib.engine.profiles.SETTINGS`
+    whose change makes its record stale."""
+
+    profile: str
+    modules: tuple[str, ...]
+    settings: tuple[str, ...]
+
+
+# Chapter 8 (paper 2): its experiments (icl_lib.paper2), the statistics and rules of its claims
+# (stats, claims), the seeds (seeding), the parameter checks (validate) and the figures it draws
+# (figures.curves, figures.style: the book serves the recorded notebook's figures).  The other
+# modules it imports pick the device or draw no figure of this chapter.  A test checks that these
+# cover every icl_lib module that paper2 and those figures import (engine.profiles is covered by
+# the settings entry it reads).
+RECORDED: dict[str, Recorded] = {
+    "08_preconditioned_convergence": Recorded(
+        profile="paper",
+        modules=("paper2/__init__.py", "paper2/algorithms.py", "paper2/analysis.py", "paper2/data.py",
+                 "paper2/experiments.py", "paper2/loss.py", "stats.py", "claims.py", "seeding.py", "validate.py",
+                 "figures/curves.py", "figures/style.py"),
+        settings=("paper2.ch8",),
+    ),
+}
+
+
+def _root(root) -> Path:
+    return Path(root) if root is not None else ROOT
+
+
+def select(chapter: str) -> str:
+    """The recorded chapter named ``chapter`` or by its number (``"08"``)."""
+    names = [c for c in RECORDED if c == chapter or c.split("_", 1)[0] == chapter]
+    if len(names) != 1:
+        raise ValueError(f"chapter={chapter!r} is invalid: accepted one of {sorted(RECORDED)} or its number")
+    return names[0]
+
+
+def record_path(chapter: str, root: str | Path | None = None) -> Path:
+    """``results/records/<profile>/<chapter>.json`` of the checkout ``root`` (default: this one)."""
+    spec = RECORDED[select(chapter)]
+    return _root(root) / "results" / "records" / spec.profile / f"{select(chapter)}.json"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def fingerprint(chapter: str, root: str | Path | None = None) -> dict[str, str]:
+    """Part -> SHA-256 of what decides ``chapter``'s recorded claims: its code cells (in order,
+    outputs and prose left out), each module of :data:`RECORDED`, each settings entry of its
+    profile, and the torch version."""
+    name, root = select(chapter), _root(root)
+    spec = RECORDED[name]
+    nb = json.loads((root / "book" / f"{name}.ipynb").read_text())
+    code = [c["source"] if isinstance(c["source"], str) else "".join(c["source"])
+            for c in nb["cells"] if c["cell_type"] == "code"]
+    parts = {f"book/{name}.ipynb (code cells)": _sha(json.dumps(code).encode())}
+    for m in spec.modules:
+        parts[f"icl_lib/{m}"] = _sha((root / "icl_lib" / m).read_bytes())
+    for key in spec.settings:
+        parts[f"settings {key}.{spec.profile}"] = _sha(json.dumps(SETTINGS[key][spec.profile], sort_keys=True).encode())
+    parts["torch"] = torch.__version__
+    return parts
+
+
+def load(chapter: str, root: str | Path | None = None) -> dict | None:
+    """The committed record of ``chapter``, or ``None`` where there is none."""
+    path = record_path(chapter, root)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def status(chapter: str, root: str | Path | None = None) -> dict:
+    """``{"record": dict | None, "changed": [parts], "current": bool}`` for ``chapter``: the record
+    is current when it exists and no part of :func:`fingerprint` changed since it was made."""
+    rec = load(chapter, root)
+    if rec is None:
+        return {"record": None, "changed": [], "current": False}
+    now, then = fingerprint(chapter, root), rec.get("fingerprint", {})
+    changed = sorted(p for p in set(now) | set(then) if now.get(p) != then.get(p))
+    return {"record": rec, "changed": changed, "current": not changed}
+
+
+def _glued(nb: dict) -> dict[str, str]:
+    """The text of every value the executed notebook glued (``myst_nb.glue``), by name."""
+    out = {}
+    for cell in nb["cells"]:
+        for o in cell.get("outputs", []):
+            name = o.get("metadata", {}).get("scrapbook", {}).get("name")
+            text = o.get("data", {}).get("application/papermill.record/text/plain")
+            if name and text is not None:
+                out[name] = text if isinstance(text, str) else "".join(text)
+    return out
+
+
+def _execute(notebook: Path, env: dict) -> tuple[dict, float, str | None]:
+    """Execute ``notebook`` as ``make book`` does (:func:`icl_lib.tools.bookexec._execute`: a fresh
+    kernel in the notebook's folder, errors not allowed), with ``env`` set for the kernel and no
+    time limit; returns ``(executed notebook, seconds, error)``."""
+    import nbformat
+    from jupyter_cache.executors.utils import single_nb_execution
+
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the kernel inherits this process's environment
+    try:
+        nb = nbformat.read(str(notebook), as_version=4)
+        result = single_nb_execution(nb, cwd=str(notebook.parent.resolve()), timeout=None, allow_errors=False)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    err = None if result.err is None else f"{type(result.err).__name__}: {str(result.err).strip().splitlines()[-1:]}"
+    return nb, result.time, err
+
+
+def notebook_path(chapter: str, root: str | Path | None = None) -> Path:
+    """The executed notebook of ``chapter``'s record, next to its JSON (present when the run ended
+    without an error): ``make book`` serves it in the recorded profile instead of executing."""
+    return record_path(chapter, root).with_suffix(".ipynb")
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def record(chapter: str, root: str | Path | None = None, execute=_execute, command: str | None = None) -> Path:
+    """Execute ``chapter`` in its recorded profile, as the book build executes a chapter (its
+    source unchanged, ``ICL_PROFILE`` set, one thread, no progress bars), and write its record
+    atomically; returns the JSON's path.  The executed notebook is kept beside it when the run
+    ended without an error.  The fingerprint is taken before and after the run and must not change
+    in between (an edit during a half-hour run is refused).  A run whose claims fail still records
+    them (the chapter must then report them); one that stopped before its claims records nothing."""
+    import nbformat
+
+    name, root = select(chapter), _root(root)
+    spec = RECORDED[name]
+    before = fingerprint(name, root)
+    with tempfile.TemporaryDirectory(prefix="icl-record-") as tmp:
+        claims_dir = Path(tmp) / "claims"
+        env = {"ICL_PROFILE": spec.profile, "ICL_CLAIMS_DIR": str(claims_dir), "OMP_NUM_THREADS": "1",
+               "MKL_NUM_THREADS": "1", "ICL_PROGRESS": "0"}
+        nb, seconds, err = execute(root / "book" / f"{name}.ipynb", env)
+        written = claims_dir / spec.profile / f"{name}.json"
+        if not written.exists():
+            raise RuntimeError(f"{name} stopped before its claims ({err}): nothing recorded")
+        claims = json.loads(written.read_text())
+    if fingerprint(name, root) != before:
+        raise RuntimeError(f"the code of {name} changed while it ran: nothing recorded; run it again")
+    if claims.get("profile") != spec.profile or claims.get("chapter") != name:
+        raise RuntimeError(f"the run recorded {claims.get('chapter')!r} in {claims.get('profile')!r}, "
+                           f"not {name!r} in {spec.profile!r}")
+    rec = dict(claims, seconds=round(seconds, 1), command=command or f"python -m icl_lib record run {name}",
+               error=err, fingerprint=before, values=_glued(nb))
+    nb_path = notebook_path(name, root)
+    if err is None:
+        _write(nb_path, nbformat.writes(nb))
+    elif nb_path.exists():
+        nb_path.unlink()  # an executed notebook of earlier code must not outlive its record
+    path = record_path(name, root)
+    _write(path, json.dumps(rec, indent=1) + "\n")
+    return path
+
+
+def served(notebook: str | Path, profile: str) -> tuple[object, float] | None:
+    """``(executed notebook, seconds)`` of the committed record of the chapter ``notebook`` (a path
+    in a checkout's ``book/``) when the book executes it in ``profile`` and the record is of that
+    profile, current, and kept its notebook; ``None`` otherwise (the chapter is executed)."""
+    import nbformat
+
+    path = Path(notebook).resolve()
+    if path.stem not in RECORDED or RECORDED[path.stem].profile != profile:
+        return None
+    root = path.parent.parent
+    st = status(path.stem, root)
+    nb_path = notebook_path(path.stem, root)
+    if not st["current"] or not nb_path.exists():
+        return None
+    return nbformat.read(str(nb_path), as_version=4), float(st["record"].get("seconds", 0.0))
+
+
+def describe(root: str | Path | None = None) -> str:
+    """One line per recorded chapter: its record's date, device, wall time, verdicts, and whether
+    it is current (or which parts changed since)."""
+    lines = []
+    for name in RECORDED:
+        st = status(name, root)
+        rec = st["record"]
+        if rec is None:
+            lines.append(f"  {name:32s} {RECORDED[name].profile}: no record (python -m icl_lib record run {name})")
+            continue
+        counts = {}
+        for c in rec.get("claims", []):
+            counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+        verdicts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+        state = "current" if st["current"] else "STALE (changed: " + ", ".join(st["changed"]) + ")"
+        lines.append(f"  {name:32s} {rec['profile']}: recorded {rec.get('recorded', '?')} on {rec.get('device', '?')} "
+                     f"in {rec.get('seconds', 0) / 60:.0f} min; {verdicts}; {state}")
+    return "\n".join(lines)
+
+
+def main_record(action: str, chapter: str | None) -> int:
+    """``python -m icl_lib record status|run [chapter]``."""
+    check_choice("action", action, ("status", "run"))
+    if action == "status":
+        print(f"recorded chapter runs in {_root(None) / 'results' / 'records'}:\n{describe()}")
+        return 0
+    if chapter is None:
+        raise ValueError("chapter=None is invalid: accepted a recorded chapter, e.g. 08")
+    name = select(chapter)
+    command = "python -m icl_lib " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    path = record(name, command=command)
+    print(f"recorded {name} in {path}")
+    print(describe())
+    return 0
