@@ -28,7 +28,16 @@ from .circuits import PatternSummary, mu_of, omega_of, summarize_pattern
 from .claims import Claims
 from .config import DataConfig, ModelConfig, RunSpec, TrainConfig, kms_covariance, resolve_device
 from .data import Batch, TaskSampler, sample_batch
-from .engine import EnsembleTrainer, Run, TrainingDiverged, resolve_profile, stack_models, train, train_config
+from .engine import (
+    EnsembleTrainer,
+    Run,
+    TrainingDiverged,
+    describe_sources,
+    resolve_profile,
+    stack_models,
+    train,
+    train_config,
+)
 from .models import AttentionEnsemble, kernel_regression_predict
 from .seeding import derive_seed
 from .version import MODEL_CODE_VERSION, __version__
@@ -49,6 +58,7 @@ __all__ = [
     "TrainConfig",
     "TrainingDiverged",
     "derive_seed",
+    "describe_sources",
     "kernel_regression_predict",
     "kms_covariance",
     "mu_of",

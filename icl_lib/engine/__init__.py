@@ -5,7 +5,7 @@
 * :mod:`~icl_lib.engine.steps`     -- one optimiser step (eager, sharded, CUDA graph) and divergence
 * :mod:`~icl_lib.engine.trainer`   -- :class:`EnsembleTrainer`: state, checkpoints, history, the loop
 * :mod:`~icl_lib.engine.schedule`  -- :func:`train`: cache look-up, grouping, concurrency
-* :mod:`~icl_lib.engine.run`       -- :class:`Run` and :func:`stack_models`
+* :mod:`~icl_lib.engine.run`       -- :class:`Run`, :func:`stack_models` and :func:`describe_sources`
 * :mod:`~icl_lib.engine.cache`     -- the run cache shared by chapters
 * :mod:`~icl_lib.engine.profiles`  -- ``quick`` / ``paper`` / ``auto`` for both papers
 """
@@ -13,7 +13,7 @@
 from .cache import RunCache, cache_dir
 from .execution import Execution
 from .profiles import resolve_profile, train_config
-from .run import Run, stack_models
+from .run import Run, describe_sources, stack_models
 from .schedule import train
 from .steps import TrainingDiverged
 from .trainer import EnsembleTrainer, validation_batch
@@ -25,6 +25,7 @@ __all__ = [
     "RunCache",
     "TrainingDiverged",
     "cache_dir",
+    "describe_sources",
     "resolve_profile",
     "stack_models",
     "train",

@@ -3,7 +3,9 @@
 :class:`Run` is what training returns and the run cache stores: the :class:`~icl_lib.config.RunSpec`,
 the final parameters, the logged history (losses and circuits) and where and how fast it trained.
 :func:`stack_models` turns trained runs back into one :class:`~icl_lib.models.AttentionEnsemble`
-for batched evaluation; :func:`empty_model` builds the zero ensemble the trainer starts from.
+for batched evaluation; :func:`empty_model` builds the zero ensemble the trainer starts from;
+:func:`describe_sources` says in words where a chapter's runs came from (trained now, the run
+cache, or the run store and the device and dates they were trained on).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ..circuits import PatternSummary, mu_of, omega_of, summarize_pattern
 from ..config import RunSpec
 from ..models import AttentionEnsemble
 
-__all__ = ["Run", "stack_models", "empty_model", "norm_length"]
+__all__ = ["Run", "stack_models", "empty_model", "norm_length", "describe_sources"]
 
 
 @dataclass
@@ -27,7 +29,15 @@ class Run:
     spec: RunSpec
     params: dict  # Q, K, V (H, D, D) and O (H, N, D), on the CPU
     history: dict  # step (T,), train_loss (T,), val_loss (T,), KQ (T, H, D, D), OV (T, H, N, D)
-    meta: dict = field(default_factory=dict)  # device, ensemble size, seconds, model_steps_per_s, cached
+    meta: dict = field(default_factory=dict)  # device, ensemble size, seconds, model_steps_per_s, cached, stored
+
+    @property
+    def source(self) -> str:
+        """Where this run came from: ``"store"`` (the run store: trained elsewhere, its device and
+        date in ``meta``), ``"cache"`` (the run cache) or ``"trained"`` (trained by this call)."""
+        if self.meta.get("stored"):
+            return "store"
+        return "cache" if self.meta.get("cached") else "trained"
 
     @property
     def d(self) -> int:
@@ -61,6 +71,32 @@ class Run:
     def model(self, device="cpu", dtype=torch.float64) -> AttentionEnsemble:
         """The trained model as an ensemble of one."""
         return stack_models([self], device=device, dtype=dtype)
+
+
+_SOURCE_WORDS = {"store": "loaded from the run store", "cache": "loaded from the run cache", "trained": "trained now"}
+
+
+def describe_sources(runs: Sequence[Run]) -> str:
+    """Where ``runs`` came from, in words, for a chapter's training line (chapters 2, 6, 7, 9):
+    ``"trained now"``, ``"loaded from the run cache"``, ``"loaded from the run store (trained on
+    cpu, 2026-11-20 to 2026-12-02)"``, or, when they came from several places, each with its count
+    (``"30 loaded from the run store (...), 18 trained now"``)."""
+    runs = list(runs)
+    if not runs:
+        raise ValueError("runs=[] is invalid: accepted at least one Run")
+    counts = {k: sum(r.source == k for r in runs) for k in _SOURCE_WORDS}
+    parts = []
+    for k, words in _SOURCE_WORDS.items():
+        if not counts[k]:
+            continue
+        if k == "store":
+            stored = [r for r in runs if r.source == "store"]
+            devices = ", ".join(sorted({str(r.meta.get("device", "?")) for r in stored}))
+            days = sorted({str(r.meta.get("date", "?"))[:10] for r in stored})
+            span = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
+            words = f"{words} (trained on {devices}, {span})"
+        parts.append(words if counts[k] == len(runs) else f"{counts[k]} {words}")
+    return ", ".join(parts)
 
 
 def norm_length(spec: RunSpec) -> int | None:

@@ -49,7 +49,7 @@ from scipy import stats as sps
 from ..circuits import effective_preconditioner, kq_blocks, mu_of, omega_of
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
 from ..data import sample_chunks
-from ..engine import Run, stack_models, train
+from ..engine import Run, describe_sources, stack_models, train
 from ..estimators import bayes_risk_mc, debiased_gd_predict, model_risk
 from ..seeding import derive_seed, generator
 from ..stats import LEVEL, Estimate, median_ci, proportion_ci
@@ -383,13 +383,14 @@ def rho_sweep(
 
 
 def training_summary(runs: Mapping[float, Sequence[Run]]) -> str:
-    """One line on what training did: models, model-steps, and the ensembles with their seconds
-    and whether they came from the run cache (chapter 6)."""
+    """One line on what training did: models, model-steps, the ensembles with their seconds, and
+    where the runs came from (:func:`~icl_lib.engine.run.describe_sources`: trained now, the run
+    cache, or the run store with the device and dates they were trained on) (chapter 6)."""
     every = [run for rs in runs.values() for run in rs]
     steps = sum(run.spec.train.steps for run in every)
-    ensembles = sorted({(r.meta["ensemble"], round(r.meta["seconds"]), bool(r.meta.get("cached"))) for r in every})
-    return f"{len(every)} models, {steps:,} model-steps; trained as ensembles of " + ", ".join(
-        f"{R} models in {t} s{' (from the run cache)' if c else ''}" for R, t, c in ensembles)
+    ensembles = sorted({(r.meta["ensemble"], round(r.meta["seconds"])) for r in every})
+    return (f"{len(every)} models, {steps:,} model-steps; trained as ensembles of "
+            + ", ".join(f"{R} models in {t} s" for R, t in ensembles) + f"; {describe_sources(every)}")
 
 
 def pos_neg_runs(runs: Sequence[Run]) -> list[Run]:

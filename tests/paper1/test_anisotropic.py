@@ -332,7 +332,7 @@ def test_risk_check_table():
 
 def test_rho_sweep_trains_every_rho_and_seed_then_loads_them():
     """{rho: runs} in the order asked, two heads, run seeds seed..seed+seeds-1; the summary line counts
-    models and model-steps and says when the ensembles came from the run cache."""
+    models and model-steps and says where the runs came from."""
     cfg = icl.TrainConfig(steps=20, batch=16, n_log=4, val_size=64)
     runs = an.rho_sweep((0.5, 0.0), seeds=2, seed=3, d=3, L=6, sigma2=0.1, train_cfg=cfg, device="cpu")
     assert list(runs) == [0.5, 0.0]
@@ -340,9 +340,9 @@ def test_rho_sweep_trains_every_rho_and_seed_then_loads_them():
         assert [(run.spec.data.rho, run.spec.seed, run.spec.model.heads) for run in rs] == [(r, 3, 2), (r, 4, 2)]
     text = an.training_summary(runs)
     assert text.startswith("4 models, 80 model-steps; trained as ensembles of 4 models in ")
-    assert "run cache" not in text
+    assert text.endswith(" s; trained now")
     again = an.rho_sweep((0.5, 0.0), seeds=2, seed=3, d=3, L=6, sigma2=0.1, train_cfg=cfg, device="cpu")
-    assert an.training_summary(again).endswith("s (from the run cache)")
+    assert an.training_summary(again).endswith(" s; loaded from the run cache")
     assert torch.equal(again[0.0][1].params["Q"], runs[0.0][1].params["Q"])
 
 
