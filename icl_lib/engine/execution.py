@@ -70,6 +70,12 @@ class Execution:
             compile = dev.type == "cuda" and not graph
         return cls(dev, resolve_draw_ahead(draw_ahead, dev), bool(graph), bool(compile) and not graph)
 
+    def run_key(self, spec) -> str:
+        """The run-cache key of ``spec`` trained under this execution (:meth:`RunSpec.key` of its
+        device type and draw-ahead: both change the numbers).  :func:`~icl_lib.engine.schedule.train`,
+        the plan and ``store export`` key runs, and so name ensemble checkpoints, with it."""
+        return spec.key(self.device.type, self.draw_ahead)
+
 
 _ALLOCATOR_TUNED = False
 

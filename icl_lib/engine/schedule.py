@@ -124,7 +124,7 @@ def train(
             raise ValueError(f"specs[{k}]={s!r} is invalid: accepted a RunSpec")
     max_ensemble = check_int("max_ensemble", max_ensemble, 1)
     ex = Execution.resolve(device, "auto", graph)
-    keys = [s.key(ex.device.type, ex.draw_ahead) for s in specs]
+    keys = [ex.run_key(s) for s in specs]
     _log_requests(keys, specs)
     store = RunCache() if cache else None
     found: dict[str, Run] = {}

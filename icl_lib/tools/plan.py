@@ -199,7 +199,7 @@ def _measure(specs: list[RunSpec], execution: Execution, steps: int = 6) -> Ense
 def _availability(plan: dict[str, list[RunSpec]], ex: Execution, cache: RunCache) -> tuple[dict, set, set, dict]:
     """The distinct runs of ``plan`` by their run-cache key on this execution, the keys found in
     the run cache, those found (only) in the run store, and the runs in neither (to train)."""
-    todo = {s.key(ex.device.type, ex.draw_ahead): s for s in unique_specs(plan)}
+    todo = {ex.run_key(s): s for s in unique_specs(plan)}
     cached = {k for k in todo if cache.path(k).exists()}
     store = RunStore()
     stored = {k for k, s in todo.items() if k not in cached and store.entry(s) is not None}
@@ -292,7 +292,7 @@ def train_plan(plan: dict[str, list[RunSpec]], device: str = "auto", progress: b
     ex = Execution.resolve(device)
     specs = unique_specs(plan)
     cache = RunCache()
-    left = sum(s.train.steps for s in specs if not cache.path(s.key(ex.device.type, ex.draw_ahead)).exists())
+    left = sum(s.train.steps for s in specs if not cache.path(ex.run_key(s)).exists())
     bar = _PlanBar(left, progress)
     try:
         if executor == "dask":
@@ -336,7 +336,7 @@ def store_plan(plan: dict[str, list[RunSpec]], early_step: int = EARLY_STEP, dev
     if processes > 1 and todo:
         ex = Execution.resolve(device)
         if ex.device.type == "cpu":
-            keyed = {s.key(ex.device.type, ex.draw_ahead): s for s in todo}
+            keyed = {ex.run_key(s): s for s in todo}
             chunks = sorted(group_chunks(keyed, max_ensemble), key=lambda c: chunk_cost(c, keyed), reverse=True)
             if len(chunks) > 1:
                 _export_in_processes([[keyed[k] for k in c] for c in chunks], min(processes, len(chunks)), store,
