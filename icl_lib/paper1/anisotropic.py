@@ -383,14 +383,21 @@ def rho_sweep(
 
 
 def training_summary(runs: Mapping[float, Sequence[Run]]) -> str:
-    """One line on what training did: models, model-steps, the ensembles with their seconds, and
-    where the runs came from (:func:`~icl_lib.engine.run.describe_sources`: trained now, the run
-    cache, or the run store with the device and dates they were trained on) (chapter 6)."""
+    """What training did, in lines that fit the page: models and model-steps, the ensembles with
+    their seconds, and, last, where the runs came from (:func:`~icl_lib.engine.run.describe_sources`:
+    trained now, the run cache, or the run store with the device and dates they trained on)
+    (chapter 6)."""
     every = [run for rs in runs.values() for run in rs]
     steps = sum(run.spec.train.steps for run in every)
     ensembles = sorted({(r.meta["ensemble"], round(r.meta["seconds"])) for r in every})
-    return (f"{len(every)} models, {steps:,} model-steps; trained as ensembles of "
-            + ", ".join(f"{R} models in {t} s" for R, t in ensembles) + f"; {describe_sources(every)}")
+    lines = [f"{len(every)} models, {steps:,} model-steps; trained as ensembles of"]
+    for k, (R, t) in enumerate(ensembles):  # "R models in t s" never split
+        item = f"{R} models in {t} s" + ("," if k < len(ensembles) - 1 else "")
+        if len(lines[-1]) + 1 + len(item) > 78:
+            lines.append(item)
+        else:
+            lines[-1] += " " + item
+    return "\n".join(lines + [describe_sources(every)])
 
 
 def pos_neg_runs(runs: Sequence[Run]) -> list[Run]:

@@ -340,9 +340,9 @@ def test_rho_sweep_trains_every_rho_and_seed_then_loads_them():
         assert [(run.spec.data.rho, run.spec.seed, run.spec.model.heads) for run in rs] == [(r, 3, 2), (r, 4, 2)]
     text = an.training_summary(runs)
     assert text.startswith("4 models, 80 model-steps; trained as ensembles of 4 models in ")
-    assert text.endswith(" s; trained now")
+    assert text.endswith(" s\ntrained now") and max(map(len, text.splitlines())) <= 78
     again = an.rho_sweep((0.5, 0.0), seeds=2, seed=3, d=3, L=6, sigma2=0.1, train_cfg=cfg, device="cpu")
-    assert an.training_summary(again).endswith(" s; loaded from the run cache")
+    assert an.training_summary(again).endswith(" s\nloaded from the run cache")
     assert torch.equal(again[0.0][1].params["Q"], runs[0.0][1].params["Q"])
 
 
