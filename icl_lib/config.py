@@ -225,13 +225,15 @@ class RunSpec:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    def key(self, device: str = "cpu", draw_ahead: int = 1) -> str:
-        """Hash of the full configuration, the device type, the model-code version and, when it is
-        not 1, the number of steps whose batches are drawn at once (it orders the random numbers)
-        (run cache)."""
+    def key(self, device: str = "cpu", draw_ahead: int = 1, backend: str = "eager") -> str:
+        """Hash of the full configuration, the device type, the model-code version and, when they
+        are not the defaults, the number of steps whose batches are drawn at once and the CPU
+        backend (both decide the random numbers) (run cache)."""
         fields = {"spec": self.to_dict(), "device": str(device), "code": MODEL_CODE_VERSION}
         if draw_ahead != 1:
             fields["draw_ahead"] = int(draw_ahead)
+        if backend != "eager":
+            fields["backend"] = str(backend)
         payload = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:24]
 

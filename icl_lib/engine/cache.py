@@ -31,7 +31,7 @@ from typing import Iterator, Sequence
 import torch
 
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
-from .run import Run
+from .run import Run, meta_key
 
 __all__ = ["RunCache", "cache_dir", "checkpoint_name", "CorruptEntry", "payload_checksum"]
 
@@ -114,7 +114,7 @@ class RunCache:
             seed=raw["seed"],
         )
         meta = payload["meta"]
-        if spec.key(meta["device"], meta.get("draw_ahead", 1)) != key:
+        if meta_key(spec, meta) != key:
             raise CorruptEntry(f"it holds another run (seed={spec.seed}, heads={spec.model.heads}) than its key")
         H, D, N = spec.model.heads, spec.data.D, spec.data.n_tasks
         shapes = {"Q": (H, D, D), "K": (H, D, D), "V": (H, D, D), "O": (H, N, D)}

@@ -23,7 +23,7 @@ from ..config import RunSpec
 from ..validate import check_int
 from .cache import RunCache
 from .execution import GPU_DRAW_AHEAD
-from .run import Run
+from .run import Run, meta_key
 from .schedule import group_chunks
 
 __all__ = ["train_group", "train_on_dask"]
@@ -84,7 +84,7 @@ def train_on_dask(
             for future in as_completed(futures):
                 runs = future.result()
                 for k, run in zip(futures[future], runs):
-                    store.save(run.spec.key(run.meta["device"], run.meta.get("draw_ahead", 1)), run)
+                    store.save(meta_key(run.spec, run.meta), run)
                     found[todo[k]] = run
                 if progress is not None:
                     progress(sum(r.spec.train.steps for r in runs))
@@ -104,8 +104,8 @@ def _local_key(s: RunSpec) -> str:
 
 def _cached(store: RunCache, s: RunSpec) -> Run | None:
     """The run of ``s`` in the run cache, trained on any device this client knows of."""
-    for device, draw in (("cpu", 1), ("cuda", GPU_DRAW_AHEAD)):
-        run = store.load(s.key(device, draw))
+    for device, draw, backend in (("cpu", 1, "fused"), ("cpu", 1, "eager"), ("cuda", GPU_DRAW_AHEAD, "eager")):
+        run = store.load(s.key(device, draw, backend))
         if run is not None:
             return run
     return None

@@ -19,7 +19,7 @@ from ..circuits import PatternSummary, mu_of, omega_of, summarize_pattern
 from ..config import RunSpec
 from ..models import AttentionEnsemble
 
-__all__ = ["Run", "stack_models", "empty_model", "norm_length", "describe_sources"]
+__all__ = ["Run", "stack_models", "empty_model", "norm_length", "describe_sources", "meta_key"]
 
 
 @dataclass
@@ -97,6 +97,11 @@ def describe_sources(runs: Sequence[Run]) -> str:
             words = f"{words} (trained on {devices}, {span})"
         parts.append(words if counts[k] == len(runs) else f"{counts[k]} {words}")
     return ", ".join(parts)
+
+
+def meta_key(spec: RunSpec, meta: dict) -> str:
+    """The run-cache key of a run trained as its ``meta`` says (device, draw-ahead, backend)."""
+    return spec.key(meta["device"], meta.get("draw_ahead", 1), meta.get("backend", "eager"))
 
 
 def norm_length(spec: RunSpec) -> int | None:

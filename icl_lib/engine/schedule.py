@@ -99,6 +99,7 @@ def train(
     use_store: bool = True,
     checkpoint_dir: str | os.PathLike | None = None,
     on_trained: Callable[[list[Run]], None] | None = None,
+    backend: str = "auto",
 ) -> list[Run]:
     """Train (or load from the run cache, or from the run store) every spec; returns one
     :class:`Run` per spec, in order.  ``use_store``: look runs up in the committed run store
@@ -111,7 +112,8 @@ def train(
     runs train them once (the second waits on a file lock, then loads).  ``on_trained`` is called
     with the runs of each ensemble as soon as it has trained (from its worker thread).  ``graph``
     captures each step as a CUDA graph (GPU only; ``None``: when the environment variable
-    ``ICL_CUDA_GRAPH`` is ``1``).  ``progress``: ``True`` shows a bar per ensemble, a callable is
+    ``ICL_CUDA_GRAPH`` is ``1``).  ``backend``: how a CPU computes a step, ``"fused"`` or
+    ``"eager"`` (``"auto"``: :func:`~icl_lib.engine.execution.resolve_backend`).  ``progress``: ``True`` shows a bar per ensemble, a callable is
     called with the number of models after every step.
 
     With the environment variable ``ICL_RUN_LOG`` set to a file, every requested run's key and
@@ -123,7 +125,7 @@ def train(
         if not isinstance(s, RunSpec):
             raise ValueError(f"specs[{k}]={s!r} is invalid: accepted a RunSpec")
     max_ensemble = check_int("max_ensemble", max_ensemble, 1)
-    ex = Execution.resolve(device, "auto", graph)
+    ex = Execution.resolve(device, "auto", graph, backend=backend)
     keys = [ex.run_key(s) for s in specs]
     _log_requests(keys, specs)
     store = RunCache() if cache else None

@@ -150,6 +150,7 @@ class RunStore:
             "device": device,
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # the vector kernels used here
             "draw_ahead": run.meta.get("draw_ahead", 1),
+            "backend": run.meta.get("backend", "eager"),  # the CPU backend (its random numbers)
             "cuda_graph": bool(run.meta.get("cuda_graph", False)),
             "ensemble": run.meta.get("ensemble"),
             "steps": run.spec.train.steps,
@@ -211,7 +212,8 @@ class RunStore:
             return None
         hist = {k.split("/", 1)[1]: torch.from_numpy(v) for k, v in arrays.items() if k.startswith("history/")}
         meta = {"device": prov["device"], "stored": True, "cached": True, "seconds": prov.get("seconds"),
-                "date": prov["date"], "draw_ahead": prov.get("draw_ahead", 1), "ensemble": prov.get("ensemble")}
+                "date": prov["date"], "draw_ahead": prov.get("draw_ahead", 1), "ensemble": prov.get("ensemble"),
+                "backend": prov.get("backend", "eager")}
         early = {k: torch.from_numpy(arrays[f"early/{k}"]) for k in "QKVO"}
         return StoreEntry(Run(spec=spec, params=params, history=hist, meta=meta), int(prov["early_step"]), early, prov)
 
@@ -242,19 +244,19 @@ class RunStore:
             out.update(planned=len(keys), stored=len(keys & current), complete=holds_all(keys, current))
         return out
 
-    def checkpoints(self, device_type: str = "cpu", draw_ahead: int = 1) -> list[dict]:
+    def checkpoints(self, device_type: str = "cpu", draw_ahead: int = 1, backend: str = "eager") -> list[dict]:
         """The ensembles ``store export`` left in training in :attr:`checkpoint_dir`, one dict each:
         ``file``, ``runs``, ``step`` reached, ``steps``, ``seconds`` trained so far, ``keys`` (their
         experiment keys), ``current`` (written by this model code) and ``resumable`` (an export on
-        a ``device_type`` machine drawing ``draw_ahead`` steps at once picks it up: the file is
-        named after the runs' cache keys, which include both).  A file that does not load is
+        a ``device_type`` machine drawing ``draw_ahead`` steps at once with ``backend`` picks it up:
+        the file is named after the runs' cache keys, which include all three).  A file that does not load is
         listed with ``invalid`` set (it is never resumed: the trainer refuses it)."""
         out = []
         for p in sorted(self.checkpoint_dir.glob("*.pt")) if self.checkpoint_dir.exists() else []:
             try:
                 state = torch.load(p, map_location="cpu", weights_only=True)
                 specs = [spec_from_dict(json.loads(raw)) for raw in state["specs"]]
-                cache_keys = [s.key(device_type, draw_ahead) for s in specs]
+                cache_keys = [s.key(device_type, draw_ahead, backend) for s in specs]
                 out.append({
                     "file": p.name, "runs": len(specs), "step": int(state["step"]), "steps": specs[0].train.steps,
                     "seconds": float(state["elapsed"]), "keys": [experiment_key(s) for s in specs],
@@ -277,7 +279,7 @@ class RunStore:
         if e is None:
             raise ValueError(f"spec is invalid: accepted a spec with a valid entry in {self.root}")
         twin = early_twin(spec, e.early_step)
-        trainer = EnsembleTrainer([twin], device, progress=False)
+        trainer = EnsembleTrainer([twin], device, progress=False, backend=e.provenance.get("backend", "eager"))
         init = {k: getattr(trainer.model, k)[0, : spec.model.heads].detach().float().cpu().clone() for k in "QKVO"}
         again = trainer.run()[0]
         gaps = [float((again.params[k].float() - e.early_params[k]).abs().max()) for k in "QKVO"]

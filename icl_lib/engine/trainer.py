@@ -82,6 +82,7 @@ class EnsembleTrainer:
         draw_ahead: int | str = "auto",
         graph: bool = False,
         execution: Execution | None = None,
+        backend: str = "auto",
     ):
         specs = list(specs)
         if not specs:
@@ -94,7 +95,7 @@ class EnsembleTrainer:
                     "attention kind and TrainConfig (use icl_lib.train, which groups runs)"
                 )
         self.specs = specs
-        ex = execution if execution is not None else Execution.resolve(device, draw_ahead, graph, compile)
+        ex = execution if execution is not None else Execution.resolve(device, draw_ahead, graph, compile, backend)
         self.execution, self.device, self.draw = ex, ex.device, ex.draw_ahead
         if self.draw > 1 and shards not in (None, 1):
             raise ValueError(f"shards={shards} is invalid with draw_ahead={self.draw}: accepted 1 (draw-ahead is for one program)")
@@ -140,6 +141,12 @@ class EnsembleTrainer:
     def _source_and_step(self, shards: int | None):
         """The batch source and the step for this execution (module docstrings of both)."""
         R, B = len(self.specs), self.tc.batch
+        if self.execution.backend == "fused":
+            from .fused import FusedProgram, FusedSource, FusedStep  # compiles its kernels on first use
+
+            threads = shards if shards is not None else torch.get_num_threads()
+            program = FusedProgram(self.model, self.specs, threads=threads)
+            return FusedSource(self.generators), FusedStep(program, self.opt, self.watch)
         buffer = torch.empty(R, B, self.sampler.numbers_per_sequence(), device=self.device, dtype=self.dtype)
         parts = make_shards(self.model, self.specs, self.generators, buffer, 1 if self.draw > 1 else shards)
         if parts:
@@ -275,7 +282,8 @@ class EnsembleTrainer:
                     last_ckpt = time.perf_counter()
             if self.step == steps and steps not in recorded:
                 with torch.no_grad():
-                    final = self.model.loss(self.sampler.sample(self.tc.batch, self.generators))
+                    final = self.stepper.final_loss(steps) if self.execution.backend == "fused" else \
+                        self.model.loss(self.sampler.sample(self.tc.batch, self.generators))
                     self.watch.mark(final, steps)
                 self._record(steps, final)
             self.watch.check()
@@ -327,6 +335,7 @@ class EnsembleTrainer:
                 "seconds": self.elapsed,
                 "model_steps_per_s": R * self.tc.steps / max(self.elapsed, 1e-9),
                 "draw_ahead": self.draw,
+                "backend": self.execution.backend,
                 "cuda_graph": isinstance(self.stepper, GraphStep) and self.stepper.captured,
             }
             runs.append(Run(spec=s, params=params, history=hist, meta=meta))

@@ -29,11 +29,11 @@ import icl_lib
 __all__ = ["execution_fingerprint", "execution_settings", "clear_if_stale", "needs_reading", "FINGERPRINT_FILE"]
 
 FINGERPRINT_FILE = "icl_fingerprint.json"  # in the cache folder: the fingerprint of its executions
-_PACKAGES = ("torch", "numpy", "scipy", "pandas", "matplotlib", "seaborn")
+_PACKAGES = ("torch", "numba", "numpy", "scipy", "pandas", "matplotlib", "seaborn")
 
 
 # environment variables that change what a chapter computes (icl_lib.engine.profiles, make book)
-PROFILE_VARIABLES = ("ICL_PROFILE", "ICL_BOOK_PROFILE", "ICL_CUDA_GRAPH")
+PROFILE_VARIABLES = ("ICL_PROFILE", "ICL_BOOK_PROFILE", "ICL_CUDA_GRAPH", "ICL_BACKEND")
 
 
 def execution_settings() -> dict:

@@ -53,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     t.add_argument("--draw-ahead", default="auto", help="steps whose batches are drawn at once (default auto: 1 on cpu, 32 on cuda)")
     t.add_argument("--cuda-graph", action="store_true", help="capture each training step as a CUDA graph (cuda only)")
+    t.add_argument("--backend", default="auto", help="on a CPU: fused (one compiled loop per group of sequences) or eager (PyTorch ops); default auto: fused on a cpu, eager on cuda")
     for name, text in (("plan", "print the runs every chapter trains, their ensembles and the time expected here"),
                        ("train-plan", "train every run of the book's plan into the run cache")):
         q = sub.add_parser(name, help=text)
@@ -60,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         q.add_argument("--device", default="auto", help="cpu, cuda or auto (default auto)")
         q.add_argument("--book", type=Path, default=None, help="the folder of the chapters (default: book/)")
         q.add_argument("--chapters", default=None, help="only these chapters, comma-separated (e.g. 02,05; default all)")
+        q.add_argument("--backend", default="auto", help="on a CPU: fused (one compiled loop per group of sequences) or eager (PyTorch ops); default auto: fused on a cpu, eager on cuda")
         if name == "plan":
             q.add_argument("--no-measure", action="store_true", help="do not measure the training rate")
         else:
@@ -75,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--device", default="auto", help="cpu, cuda or auto (default auto)")
     q.add_argument("--chapters", default=None, help="only these chapters, comma-separated (e.g. 02,05; default all)")
     q.add_argument("--early-step", type=int, default=None, help="the early checkpoint's step (default 2000)")
+    q.add_argument("--backend", default="auto", help="on a CPU: fused (one compiled loop per group of sequences) or eager (PyTorch ops); default auto: fused on a cpu, eager on cuda")
     q.add_argument("--max-ensemble", type=int, default=64,
                    help="models per ensemble (default 64); each ensemble is stored as soon as it ends")
     q.add_argument("--checkpoint-every", type=float, default=60.0,
@@ -103,7 +106,7 @@ def _store(args) -> int:
         published = book.published_profiles(list(plan), store=store) if args.profile == "paper" else {}
         for chapter, text in book.store_summary(plan, store).items():
             print(f"  {chapter:24s} {text}" + (f"; published in {published[chapter]}" if published else ""))
-        _print_checkpoints(store, args.device)
+        _print_checkpoints(store, args.device, args.backend)
         return 0
     early = check_int("early_step", args.early_step if args.early_step is not None else book.EARLY_STEP, 1)
     max_ensemble = check_int("max_ensemble", args.max_ensemble, 1)
@@ -112,7 +115,8 @@ def _store(args) -> int:
     command = "python -m icl_lib " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     try:
         st = book.store_plan(plan, early, args.device, store, command, progress=not args.no_progress,
-                             max_ensemble=max_ensemble, checkpoint_every=every, processes=processes)
+                             max_ensemble=max_ensemble, checkpoint_every=every, processes=processes,
+                             backend=args.backend)
     except KeyboardInterrupt:
         print(f"python -m icl_lib store export: interrupted: the finished ensembles are in the store, those in "
               f"training saved a checkpoint in {store.checkpoint_dir}; run the same command again to resume",
@@ -122,12 +126,12 @@ def _store(args) -> int:
     return 0
 
 
-def _print_checkpoints(store, device: str) -> None:
+def _print_checkpoints(store, device: str, backend: str = "auto") -> None:
     """One line per ensemble ``store export`` left in training in the store's ``ckpt/``."""
     from ..engine.execution import Execution
 
-    ex = Execution.resolve(device)
-    for c in store.checkpoints(ex.device.type, ex.draw_ahead):
+    ex = Execution.resolve(device, backend=backend)
+    for c in store.checkpoints(ex.device.type, ex.draw_ahead, ex.backend):
         if "invalid" in c:
             print(f"  in training: {c['file']} does not load ({c['invalid']}); not resumed")
             continue
@@ -143,15 +147,15 @@ def _plan(args) -> int:
 
     plan = book.select_chapters(book.book_plan(args.profile, args.book or book.BOOK), args.chapters)
     if args.command == "plan":
-        print(book.describe(plan, args.device, measure=not args.no_measure))
+        print(book.describe(plan, args.device, measure=not args.no_measure, backend=args.backend))
         return 0
     every = check_float("checkpoint_every", args.checkpoint_every, 0.0, 86_400.0, lo_open=True)
-    print(book.describe(plan, args.device, measure=False))
+    print(book.describe(plan, args.device, measure=False, backend=args.backend))
     t0 = time.perf_counter()
     try:
         check_choice("executor", args.executor, ("local", "dask"))
         book.train_plan(plan, args.device, progress=not args.no_progress, checkpoint_every=every,
-                        executor=args.executor, scheduler=args.scheduler, workers=args.workers)
+                        executor=args.executor, scheduler=args.scheduler, workers=args.workers, backend=args.backend)
     except KeyboardInterrupt:
         print("python -m icl_lib train-plan: interrupted: every ensemble in training saved a checkpoint in the run "
               "cache; run the same command again to resume", file=sys.stderr)
@@ -208,7 +212,7 @@ def _train(args) -> int:
         ckpt = args.out.with_name(args.out.name + ".ckpt")
     trainer = EnsembleTrainer(
         specs, args.device, checkpoint=ckpt, checkpoint_every=every, progress=not args.no_progress,
-        draw_ahead=args.draw_ahead, graph=args.cuda_graph,
+        draw_ahead=args.draw_ahead, graph=args.cuda_graph, backend=args.backend,
     )
     start_step = trainer.step
     t0 = time.perf_counter()

@@ -207,17 +207,18 @@ def _availability(plan: dict[str, list[RunSpec]], ex: Execution, cache: RunCache
     return todo, cached, stored, missing
 
 
-def missing_runs(plan: dict[str, list[RunSpec]], device: str = "auto") -> list[RunSpec]:
+def missing_runs(plan: dict[str, list[RunSpec]], device: str = "auto", backend: str = "auto") -> list[RunSpec]:
     """The distinct runs of ``plan`` that :func:`icl_lib.train` would train on ``device``: those
-    neither in the run cache (for this device) nor in the run store."""
-    return list(_availability(plan, Execution.resolve(device), RunCache())[3].values())
+    neither in the run cache (for this device and backend) nor in the run store."""
+    return list(_availability(plan, Execution.resolve(device, backend=backend), RunCache())[3].values())
 
 
-def describe(plan: dict[str, list[RunSpec]], device: str = "auto", measure: bool = True, max_ensemble: int = 64) -> str:
+def describe(plan: dict[str, list[RunSpec]], device: str = "auto", measure: bool = True, max_ensemble: int = 64,
+             backend: str = "auto") -> str:
     """The plan in words: runs per chapter (in the run cache, in the run store, or to train), the
-    ensembles the engine trains (shape, models, steps, model-steps, measured rate and time) and
-    the totals."""
-    ex = Execution.resolve(device)
+    ensembles the engine trains (shape, models, steps, model-steps, measured rate and time with
+    ``backend``) and the totals."""
+    ex = Execution.resolve(device, backend=backend)
     cache = RunCache()
     lines = []
     for chapter, specs in plan.items():
@@ -248,7 +249,7 @@ def describe(plan: dict[str, list[RunSpec]], device: str = "auto", measure: bool
     # an ensemble trained side by side runs single-threaded, T of them at once on T threads: about
     # the time of training them one after another on all threads (the rate measured here)
     estimate = seconds_solo + seconds_together
-    head = [f"plan on {ex.device.type}: {sum(len(v) for v in plan.values())} runs requested by {len(plan)} chapters, "
+    head = [f"plan on {ex.device.type} ({ex.backend} backend): {sum(len(v) for v in plan.values())} runs requested by {len(plan)} chapters, "
             f"{len(todo)} distinct, {len(cached)} already in the run cache ({cache.root}), "
             f"{len(stored)} in the run store"]
     tail = [f"to train: {len(missing)} runs as {len(chunks)} ensembles, {total_ms:,} model-steps"]
@@ -281,15 +282,16 @@ class _PlanBar:
 
 def train_plan(plan: dict[str, list[RunSpec]], device: str = "auto", progress: bool = True,
                checkpoint_every: float = 60.0, max_ensemble: int = 64, executor: str = "local",
-               scheduler: str | None = None, workers: int = 2) -> dict[str, list[Run]]:
+               scheduler: str | None = None, workers: int = 2, backend: str = "auto") -> dict[str, list[Run]]:
     """Train every run of ``plan`` missing from the run cache as the largest shape-compatible
     ensembles (runs of all chapters pack together), side by side where that keeps the cores busy;
     an interrupted or killed plan resumes from its checkpoints (every ``checkpoint_every``
     seconds) to the numbers of an uninterrupted one.  ``executor="dask"`` sends each ensemble to a
     Dask cluster instead (:func:`icl_lib.engine.executors.train_on_dask`: ``scheduler`` an address,
-    or ``None`` for a local cluster of ``workers`` processes).  Returns ``{chapter: runs}``."""
+    or ``None`` for a local cluster of ``workers`` processes).  ``backend``: how a CPU computes a
+    step (:func:`~icl_lib.engine.execution.resolve_backend`).  Returns ``{chapter: runs}``."""
     check_choice("executor", executor, ("local", "dask"))
-    ex = Execution.resolve(device)
+    ex = Execution.resolve(device, backend=backend)
     specs = unique_specs(plan)
     cache = RunCache()
     left = sum(s.train.steps for s in specs if not cache.path(ex.run_key(s)).exists())
@@ -302,7 +304,7 @@ def train_plan(plan: dict[str, list[RunSpec]], device: str = "auto", progress: b
                                  max_ensemble=max_ensemble, progress=bar if bar.bar is not None else None)
         else:
             runs = train(specs, device=device, progress=bar if bar.bar is not None else False,
-                         max_ensemble=max_ensemble, checkpoint_every=checkpoint_every)
+                         max_ensemble=max_ensemble, checkpoint_every=checkpoint_every, backend=backend)
     finally:
         bar.close()
     by_spec = dict(zip(specs, runs))
@@ -311,7 +313,8 @@ def train_plan(plan: dict[str, list[RunSpec]], device: str = "auto", progress: b
 
 def store_plan(plan: dict[str, list[RunSpec]], early_step: int = EARLY_STEP, device: str = "auto",
                store: RunStore | None = None, command: str = "", progress: bool = True,
-               max_ensemble: int = 64, checkpoint_every: float = 60.0, processes: int = 1) -> dict:
+               max_ensemble: int = 64, checkpoint_every: float = 60.0, processes: int = 1,
+               backend: str = "auto") -> dict:
     """Train (or take from the run cache) every run of ``plan`` missing from the run store, with
     its early twin (the same spec stopped at ``early_step``, so its parameters are the run's own
     at that step), and write them to the store with their provenance (``make paper-runs``).
@@ -326,22 +329,23 @@ def store_plan(plan: dict[str, list[RunSpec]], early_step: int = EARLY_STEP, dev
     checkpoints).  ``processes > 1`` on a CPU trains the ensembles in that many worker processes
     instead, one single-threaded ensemble each, each taking the next ensemble (largest first)
     when its own is stored (:func:`_export_in_processes`): the same ensembles, checkpoints and
-    numbers, without the threads of one process contending for its interpreter.  Returns
-    :meth:`RunStore.status` of the plan."""
+    numbers, without the threads of one process contending for its interpreter.  ``backend``: how
+    a CPU computes a step (a run's provenance names it).  Returns :meth:`RunStore.status` of the plan."""
     store = store or RunStore()
     max_ensemble = check_int("max_ensemble", max_ensemble, 1)
     processes = check_int("processes", processes, 1, 256)
     specs = unique_specs(plan)
     todo = [s for s in specs if store.entry(s) is None]
     if processes > 1 and todo:
-        ex = Execution.resolve(device)
+        ex = Execution.resolve(device, backend=backend)
         if ex.device.type == "cpu":
             keyed = {ex.run_key(s): s for s in todo}
             chunks = sorted(group_chunks(keyed, max_ensemble), key=lambda c: chunk_cost(c, keyed), reverse=True)
             if len(chunks) > 1:
                 _export_in_processes([[keyed[k] for k in c] for c in chunks], min(processes, len(chunks)), store,
                                      dict(early_step=early_step, device=device, command=command, progress=progress,
-                                          max_ensemble=max_ensemble, checkpoint_every=checkpoint_every))
+                                          max_ensemble=max_ensemble, checkpoint_every=checkpoint_every,
+                                          backend=backend))
                 store.write_manifest()  # once more, after every worker's last write
                 return store.status(specs)
     lock = threading.Lock()
@@ -349,13 +353,13 @@ def store_plan(plan: dict[str, list[RunSpec]], early_step: int = EARLY_STEP, dev
     def save(runs: list[Run]) -> None:
         runs = [r for r in runs if not r.meta.get("stored")]
         twins = train([early_twin(r.spec, min(early_step, r.spec.train.steps)) for r in runs], device,
-                      progress=progress, max_ensemble=max_ensemble, use_store=False)
+                      progress=progress, max_ensemble=max_ensemble, use_store=False, backend=backend)
         with lock:  # one writer of the manifest at a time
             for run, twin in zip(runs, twins):
                 store.save(run, twin, command)
 
     runs = train(todo, device, progress=progress, max_ensemble=max_ensemble, checkpoint_every=checkpoint_every,
-                 checkpoint_dir=store.checkpoint_dir, on_trained=save)
+                 checkpoint_dir=store.checkpoint_dir, on_trained=save, backend=backend)
     save([r for r in runs if store.entry(r.spec) is None])  # runs the run cache already held
     return store.status(specs)
 

@@ -1,0 +1,219 @@
+"""The fused CPU backend: one compiled loop per work item draws its sequences, runs the forward and
+the analytic backward pass, and only the optimiser step is left to torch.
+
+An eager CPU step is a few dozen PyTorch ops, each small (6 x 40 context tokens, 40 scores per
+head), and its batch is drawn by ``normal_`` at about 4.7 ns a number; the fused step
+(:mod:`icl_lib.engine.fused_kernels`) computes the same model, data distribution and loss with
+its own counter-based random numbers at about 1 ns each, across sequences in SIMD lanes.  It
+trains every model the book trains (softmax and linear attention, the normalised activations,
+anisotropic and multi-task data, mixed head counts in one ensemble, float32 and float64; Adam and
+SGD, the same :mod:`torch.optim` optimiser as the eager step, so checkpoints carry the same state).
+
+Its random numbers are not the eager sampler's, so the backend is part of a run's cache key
+(:meth:`icl_lib.config.RunSpec.key`) and of a stored run's provenance; a model's batch at step
+``t`` is a function of its seed and ``t`` alone, so a checkpoint resumes bitwise from its step.
+Work items (:data:`~icl_lib.engine.fused_kernels.CH` sequences of one model) are spread over
+``threads`` threads and summed per model in a fixed order: the numbers do not depend on the
+number of threads (tested).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numba
+import numpy as np
+import torch
+
+from ..config import RunSpec
+from ..data import Batch
+from ..models import AttentionEnsemble
+from ..seeding import derive_seed
+from ..validate import check_int
+from . import fused_kernels as K
+from .steps import DivergenceWatch, _Step
+
+__all__ = ["FusedProgram", "FusedStep", "FusedSource", "fused_keys"]
+
+
+def fused_keys(specs: Sequence[RunSpec]) -> np.ndarray:
+    """Each model's Philox key ``(R, 2)`` uint32, from its seed and the purpose ``train-fused``."""
+    keys = np.empty((len(specs), 2), np.uint32)
+    for r, s in enumerate(specs):
+        k = derive_seed(s.seed, "train-fused")
+        keys[r] = (k & 0xFFFFFFFF, k >> 32)
+    return keys
+
+
+class FusedProgram:
+    """The arrays a fused step of one ensemble reads and writes, built once.
+
+    ``model``'s parameters are read in place (numpy views of the torch tensors) and its
+    gradients written into ``p.grad`` tensors that stay the same objects from step to step.
+    """
+
+    def __init__(self, model: AttentionEnsemble, specs: Sequence[RunSpec], threads: int = 1):
+        self.model, self.specs = model, list(specs)
+        s0 = self.specs[0]
+        self.B, self.L, self.d, self.N = s0.train.batch, s0.data.L, s0.data.d, s0.data.n_tasks
+        self.threads = check_int("threads", threads, 1, 256)
+        R, H, D = model.R, max(model.heads), model.D
+        self.kind = K.KINDS[model.attention]
+        self.norm_len = float(model.norm_length or 1)
+        self.keys = fused_keys(self.specs)
+        self.heads = np.asarray(model.heads, np.int64)
+        dt = model.Q.detach().numpy().dtype
+        self.noise_std = np.asarray([s.data.sigma2**0.5 for s in self.specs], dt)
+        masks = torch.stack([s.data.support_mask() for s in self.specs])
+        self.beta_scale = (masks / masks.sum(-1, keepdim=True).sqrt()).numpy().astype(dt)
+        self.aniso = not all(s.data.covariance is None and s.data.rho == 0.0 for s in self.specs)
+        chol = np.zeros((R, self.d, self.d), dt)
+        if self.aniso:
+            for r, s in enumerate(self.specs):
+                chol[r] = torch.linalg.cholesky(s.data.covariance_matrix()).numpy()
+        self.chol = chol
+        self.n_chunks = -(-self.B // K.CH)
+        self.items = np.array([(r, c) for r in range(R) for c in range(self.n_chunks)], np.int64)
+        n = len(self.items)
+        self.item_loss = np.zeros(n, np.float64)
+        self.item_gKQ = np.zeros((n, H, D, self.d), dt)
+        self.item_gOV = np.zeros((n, H, self.N, D), dt)
+        self.KQ = np.zeros((R, H, D, self.d), dt)
+        self.OV = np.zeros((R, H, self.N, D), dt)
+        self.loss = np.zeros(R, np.float64)
+        self.params = [model.Q, model.K, model.V, model.O]
+        for p in self.params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        # numpy views of the parameters and gradients (a checkpoint load copies into them in place)
+        self.views = [p.detach().numpy() for p in self.params], [p.grad.numpy() for p in self.params]
+        self.use_threads()
+        self.grads(0)  # compile (or load from numba's cache) before training starts; the gradients are rewritten
+
+    def grads(self, step: int) -> torch.Tensor:
+        """The models' losses ``(R,)`` on their step-``step`` batches; the gradients are in ``p.grad``."""
+        (Q, Kp, V, O), (gQ, gK, gV, gO) = self.views
+        K.step_grads(self.threads, self.items, step, self.keys, Q, Kp, V, O, self.heads, self.KQ, self.OV, self.chol,
+                     self.aniso, self.noise_std, self.beta_scale, self.kind, self.norm_len, self.B, self.L,
+                     self.n_chunks, self.item_loss, self.item_gKQ, self.item_gOV, self.loss, gQ, gK, gV, gO)
+        return torch.from_numpy(self.loss.copy())
+
+    def use_threads(self) -> None:
+        """Give the calling thread's compiled loops :attr:`threads` threads (numba's setting is per
+        calling thread)."""
+        numba.set_num_threads(max(1, min(self.threads, numba.config.NUMBA_NUM_THREADS)))
+
+    def batch(self, step: int) -> Batch:
+        """The ensemble's step-``step`` batches as a :class:`~icl_lib.data.Batch` ``(R, B, ...)``: the
+        sequences a fused step trains on, drawn again (tests, and the final training loss)."""
+        R, dt = self.model.R, self.KQ.dtype
+        probe = np.empty(1, dt)
+        toks, betas = [], []
+        for r in range(R):
+            parts = [K.chunk_batch(self.keys[r, 0], self.keys[r, 1], step, c, self.chol[r], self.aniso,
+                                   self.noise_std[r], self.beta_scale[r], self.d, self.N, self.L, probe)
+                     for c in range(self.n_chunks)]
+            toks.append(np.concatenate([t for t, _ in parts])[: self.B])
+            betas.append(np.concatenate([b for _, b in parts])[: self.B])
+        return Batch(torch.from_numpy(np.stack(toks)), torch.from_numpy(np.stack(betas)))
+
+
+class FusedSource:
+    """The batch source of a fused step: a step's batch is drawn inside the step, from the step
+    counter, so there is nothing to draw ahead, rewind or store (the ``train`` generators, which
+    the fused step does not read, are stored as they are)."""
+
+    single_threaded = True
+
+    def __init__(self, generators: list):
+        self.generators = generators
+
+    def begin(self, until: int) -> None:
+        pass
+
+    def next(self, t: int) -> int:
+        return t
+
+    def checkpoint_states(self, step: int) -> list:
+        return [[g.get_state() for g in gens] for gens in self.generators]
+
+    def rewind(self) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class FusedStep(_Step):
+    """One optimiser step of the ensemble from :class:`FusedProgram`'s gradients.
+
+    The update is ``opt``'s own rule (:class:`torch.optim.Adam` without weight decay, or plain
+    :class:`torch.optim.SGD`) applied by a compiled loop to the optimiser's own state tensors
+    (``step``, ``exp_avg``, ``exp_avg_sq``), so a checkpoint holds the same state as an eager one;
+    torch's own step costs about 100 microseconds, a third of a one-model step here.
+    """
+
+    single_threaded = True
+
+    def __init__(self, program: FusedProgram, opt: torch.optim.Optimizer, watch: DivergenceWatch):
+        self.program, self.opt, self.watch = program, opt, watch
+        self.limit = watch.limit.double().numpy()
+        group = opt.param_groups[0]
+        self.adam = isinstance(opt, torch.optim.Adam)
+        plain = (not group["weight_decay"] and not group["maximize"]
+                 and (not group["amsgrad"] if self.adam else not group["momentum"]))
+        if not plain:
+            raise ValueError("opt is invalid: accepted Adam without weight decay, amsgrad or maximize, or plain SGD")
+        self.state: tuple | None = None  # flat views of the parameters, gradients and optimiser state
+
+    def begin(self, until: int) -> None:
+        self.program.use_threads()
+
+    def reset(self) -> None:
+        self.state = None  # a checkpoint load replaces the optimiser's state tensors
+
+    def _state(self) -> tuple:
+        if self.state is None:
+            ps = tuple(p.detach().numpy().reshape(-1) for p in self.program.params)
+            gs = tuple(p.grad.numpy().reshape(-1) for p in self.program.params)
+            if not self.adam:
+                self.state = ps, gs
+                return self.state
+            for p in self.program.params:
+                st = self.opt.state[p]
+                if not st:  # torch's own lazy initialisation of Adam's state
+                    st["step"] = torch.tensor(0.0)
+                    st["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    st["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            sts = [self.opt.state[p] for p in self.program.params]
+            ms = tuple(st["exp_avg"].numpy().reshape(-1) for st in sts)
+            vs = tuple(st["exp_avg_sq"].numpy().reshape(-1) for st in sts)
+            count = tuple(st["step"].reshape(1).numpy() for st in sts)  # views of the step counts
+            self.state = ps, gs, ms, vs, count
+        return self.state
+
+    def _update(self) -> None:
+        group = self.opt.param_groups[0]
+        state = self._state()
+        if self.adam:
+            ps, gs, ms, vs, count = state
+            b1, b2 = group["betas"]
+            K.adam_update4(ps, gs, ms, vs, count, float(group["lr"]), float(b1), float(b2), float(group["eps"]))
+        else:
+            for p, g in zip(*state):
+                K.sgd_update(p, g, float(group["lr"]))
+
+    def __call__(self, t: int, _t: int | None = None) -> torch.Tensor:
+        loss = self.program.grads(t)
+        if not bool(np.all(self.program.loss <= self.limit)):  # NaN compares False: mark only then
+            self.watch.mark(loss, t)
+        self._update()
+        return loss
+
+    def final_loss(self, t: int) -> torch.Tensor:
+        """The losses ``(R,)`` of the step-``t`` batches at the current parameters (no step)."""
+        with torch.no_grad():
+            return self.program.model.loss(self.program.batch(t))

@@ -1,0 +1,596 @@
+"""The compiled kernels of the fused CPU backend (:mod:`icl_lib.engine.fused`), written with numba.
+
+One call of :func:`chunk_grads` takes a list of work items, each ``CH`` sequences of one model
+at one step, and for each: draws the sequences' Gaussian numbers inside the loop, turns them into
+the model's task (paper 1, Section 2; B.3's covariance, B.4's supports), runs the forward pass of
+eq. (2.2) in circuit form, the analytic backward pass to the circuits ``KQ_h`` and ``OV_h``, and
+adds the item's loss and circuit gradients to its own output slot.  The ``CH`` sequences of an
+item are the SIMD lanes: every loop has them innermost, so the compiler vectorises across
+sequences and no step needs a horizontal sum.  :func:`reduce_grads` then sums the items of each
+model in a fixed order and applies the chain rule to ``Q, K, V, O``, so the numbers do not
+depend on how items were spread over threads.
+
+Random numbers (counter-based, so a step's batch is a function of the model's key, the step and
+the item, and a run resumes from its step counter alone):
+
+* Philox4x32-10 (Salmon et al., SC 2011) maps ``(key, (step, step_hi, item, lane))`` to the
+  128-bit state of one xoshiro128++ generator (Blackman and Vigna) per lane;
+* each lane's xoshiro128++ draws that sequence's numbers, 64 bits per pair of normals;
+* Box-Muller turns a pair of 31- and 32-bit uniforms into two normals: ``r = sqrt(-2 ln u1)``
+  with ``u1`` in ``[2^-31, 1]`` (the largest radius is 6.56, the tail beyond it has probability
+  5e-11), and the angle from two quadrant bits and a 30-bit fraction.
+
+``ln``, ``sin``, ``cos`` and float32 ``exp`` are polynomials written here (accurate to a few float32
+ulps; tested), because numba's ``math`` functions call the C library one number at a time and
+stop the vectoriser (numba's vector math library needs a build of llvmlite that PyPI does not
+ship).  float64 models take ``math.exp`` and ``math.tanh``; the normals are float32 in both.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")  # numba leaves LLVM's SLP vectoriser off by default
+
+import numpy as np  # noqa: E402
+from llvmlite import ir  # noqa: E402
+import numba  # noqa: E402
+from numba import njit, types  # noqa: E402
+from numba.extending import intrinsic, overload  # noqa: E402
+
+__all__ = ["CH", "KINDS", "philox4x32", "normals", "chunk_grads", "chunk_batch", "reduce_grads", "circuits",
+           "adam_update", "adam_update4", "sgd_update", "step_grads", "exp_approx", "log_approx", "sincos_approx"]
+
+CH = 64  # sequences per work item: the SIMD lanes of every loop (16 and 32 vectorised worse, measured)
+KINDS = {"softmax": 0, "linear": 1, "one_plus_tanh": 2, "quadratic": 3, "square": 4}  # attention codes
+
+_JIT = dict(nogil=True, fastmath=True, cache=True, error_model="numpy")
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+# ------------------------------------------------------------------------------------------ bits
+@intrinsic
+def _f32_bits(typingctx, x):
+    """The bits of a float32 as uint32 (a reinterpretation, no conversion)."""
+    sig = types.uint32(types.float32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return sig, codegen
+
+
+@intrinsic
+def _bits_f32(typingctx, x):
+    """The float32 whose bits are the uint32 ``x``."""
+    sig = types.float32(types.uint32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return sig, codegen
+
+
+@njit(inline="always", **_JIT)
+def _u32(x):
+    return np.uint32(np.uint64(x) & _M32)
+
+
+@njit(inline="always", **_JIT)
+def _rotl(x, k):
+    x = np.uint64(x)
+    return _u32((x << np.uint64(k)) | (x >> np.uint64(32 - k)))
+
+
+# ------------------------------------------------------------------------------------------ maths
+_LN2 = np.float32(0.6931471805599453)
+_LOG2E = np.float32(1.4426950408889634)
+_LN2_HI = np.float32(0.693145751953125)
+_LN2_LO = np.float32(1.428606765330187e-06)
+_SQRT2 = np.float32(1.4142135623730951)
+
+
+@njit(inline="always", **_JIT)
+def log_approx(x):
+    """``ln x`` for a positive normal float32 (exponent and mantissa split, ``2 atanh`` series on
+    ``[sqrt(1/2), sqrt(2))``)."""
+    b = _f32_bits(np.float32(x))
+    e = np.int32((b >> np.uint32(23)) & np.uint32(0xFF)) - np.int32(127)
+    m = _bits_f32(np.uint32((b & np.uint32(0x7FFFFF)) | np.uint32(0x3F800000)))
+    big = m > _SQRT2
+    m = np.float32(m * np.float32(0.5)) if big else m
+    e = e + np.int32(1) if big else e
+    t = (m - np.float32(1.0)) / (m + np.float32(1.0))
+    t2 = t * t
+    p = np.float32(1.0) + t2 * (np.float32(1 / 3) + t2 * (np.float32(1 / 5) + t2 * (np.float32(1 / 7) + t2 * np.float32(1 / 9))))
+    return np.float32(e) * _LN2 + np.float32(2.0) * t * p
+
+
+@njit(inline="always", **_JIT)
+def sincos_approx(phi):
+    """``(sin phi, cos phi)`` for float32 ``|phi| <= pi/4`` (Taylor polynomials of degree 9 and 10)."""
+    p2 = phi * phi
+    s = phi * (np.float32(1.0) - p2 * (np.float32(1 / 6) - p2 * (np.float32(1 / 120) - p2 * (np.float32(1 / 5040) - p2 * np.float32(1 / 362880)))))
+    c = np.float32(1.0) - p2 * (np.float32(0.5) - p2 * (np.float32(1 / 24) - p2 * (np.float32(1 / 720) - p2 * (np.float32(1 / 40320) - p2 * np.float32(1 / 3628800)))))
+    return s, c
+
+
+@njit(inline="always", **_JIT)
+def exp_approx(x):
+    """``exp x`` for float32 (``2^n e^f`` with ``|f| <= ln2 / 2``, degree-7 polynomial); ``x`` is
+    clamped to ``[-87, 88]``, where float32 is normal."""
+    x = min(max(np.float32(x), np.float32(-87.0)), np.float32(88.0))
+    n = np.floor(x * _LOG2E + np.float32(0.5))
+    f = (x - n * _LN2_HI) - n * _LN2_LO
+    p = np.float32(1.0) + f * (np.float32(1.0) + f * (np.float32(0.5) + f * (np.float32(1 / 6) + f * (
+        np.float32(1 / 24) + f * (np.float32(1 / 120) + f * (np.float32(1 / 720) + f * np.float32(1 / 5040)))))))
+    return p * _bits_f32(np.uint32((np.int32(n) + np.int32(127)) << np.int32(23)))
+
+
+def _exp(x):  # pragma: no cover - replaced by the overload below inside compiled code
+    return math.exp(x)
+
+
+@overload(_exp, inline="always", jit_options=_JIT)
+def _exp_overload(x):
+    if isinstance(x, types.Float) and x.bitwidth == 32:
+        return lambda x: exp_approx(x)
+    return lambda x: math.exp(x)
+
+
+def _tanh(x):  # pragma: no cover - replaced by the overload below inside compiled code
+    return math.tanh(x)
+
+
+@overload(_tanh, inline="always", jit_options=_JIT)
+def _tanh_overload(x):
+    if isinstance(x, types.Float) and x.bitwidth == 32:
+        def tanh32(x):
+            e = exp_approx(np.float32(-2.0) * x)  # tanh x = (1 - e^{-2x}) / (1 + e^{-2x})
+            return (np.float32(1.0) - e) / (np.float32(1.0) + e)
+        return tanh32
+    return lambda x: math.tanh(x)
+
+
+# ------------------------------------------------------------------------------------------ RNG
+_PM0, _PM1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
+_PW0, _PW1 = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
+
+
+@njit(inline="always", **_JIT)
+def philox4x32(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 of counter ``(c0, c1, c2, c3)`` under key ``(k0, k1)``: four uint32 words."""
+    c0, c1, c2, c3 = np.uint64(c0), np.uint64(c1), np.uint64(c2), np.uint64(c3)
+    k0, k1 = np.uint64(k0), np.uint64(k1)
+    for _ in range(10):
+        p0 = _PM0 * c0
+        p1 = _PM1 * c2
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ k0) & _M32, p1 & _M32, ((p0 >> np.uint64(32)) ^ c3 ^ k1) & _M32, p0 & _M32
+        k0 = (k0 + _PW0) & _M32
+        k1 = (k1 + _PW1) & _M32
+    return _u32(c0), _u32(c1), _u32(c2), _u32(c3)
+
+
+@njit(**_JIT)
+def _seed_lanes(state, k0, k1, step, item):
+    """Every lane's xoshiro128++ state ``(4, CH)`` for ``item`` at ``step``."""
+    slo = _u32(step)
+    shi = _u32(np.uint64(step) >> np.uint64(32))
+    for b in range(CH):
+        s0, s1, s2, s3 = philox4x32(slo, shi, item, b, k0, k1)
+        state[0, b], state[1, b], state[2, b], state[3, b] = s0, s1, s2, s3
+
+
+@njit(inline="always", **_JIT)
+def _fill_normals(out, state, rows):
+    """``out[:rows]`` ``(rows, CH)`` with standard normals, a pair of rows per 64 bits of each
+    lane's xoshiro128++ (``rows`` even)."""
+    two31 = np.float32(2.0**-31)
+    two30 = np.float32(2.0**-30)
+    halfpi = np.float32(math.pi / 2)
+    quarterpi = np.float32(math.pi / 4)
+    for j in range(0, rows, 2):
+        for b in range(CH):
+            s0, s1, s2, s3 = state[0, b], state[1, b], state[2, b], state[3, b]
+            r1 = _u32(np.uint64(_rotl(_u32(np.uint64(s0) + np.uint64(s3)), 7)) + np.uint64(s0))
+            t = _u32(np.uint64(s1) << np.uint64(9))
+            s2 ^= s0
+            s3 ^= s1
+            s1 ^= s2
+            s0 ^= s3
+            s2 ^= t
+            s3 = _rotl(s3, 11)
+            r2 = _u32(np.uint64(_rotl(_u32(np.uint64(s0) + np.uint64(s3)), 7)) + np.uint64(s0))
+            t = _u32(np.uint64(s1) << np.uint64(9))
+            s2 ^= s0
+            s3 ^= s1
+            s1 ^= s2
+            s0 ^= s3
+            s2 ^= t
+            s3 = _rotl(s3, 11)
+            state[0, b], state[1, b], state[2, b], state[3, b] = s0, s1, s2, s3
+            u1 = np.float32(np.int32(r1 >> np.uint32(1)) + np.int32(1)) * two31  # (0, 1]
+            rad = np.sqrt(np.float32(-2.0) * log_approx(u1))
+            q = r2 >> np.uint32(30)
+            phi = (np.float32(np.int32(r2 & np.uint32(0x3FFFFFFF))) + np.float32(0.5)) * two30 * halfpi - quarterpi
+            s, c = sincos_approx(phi)
+            odd = (q & np.uint32(1)) != np.uint32(0)
+            x0 = s if odd else c
+            y0 = c if odd else s
+            negx = ((q ^ (q >> np.uint32(1))) & np.uint32(1)) != np.uint32(0)
+            negy = (q & np.uint32(2)) != np.uint32(0)
+            out[j, b] = -rad * x0 if negx else rad * x0
+            out[j + 1, b] = -rad * y0 if negy else rad * y0
+
+
+@njit(**_JIT)
+def normals(k0, k1, step, item, rows):
+    """The standard normals of one work item, ``(rows rounded up to even, CH)`` float32 (tests and
+    :func:`chunk_batch`)."""
+    rows2 = rows + (rows & 1)
+    state = np.empty((4, CH), np.uint32)
+    _seed_lanes(state, k0, k1, step, item)
+    out = np.empty((rows2, CH), np.float32)
+    _fill_normals(out, state, rows2)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ data
+@njit(inline="always", **_JIT)
+def _make_data(Z, beta, raw, chol, aniso, noise_std, beta_scale, d, N, T):
+    """Turn an item's normals ``raw`` into its sequences: ``Z (D, T, CH)`` tokens (covariates, then
+    labels; column ``T - 1`` is the query) and ``beta (N, d, CH)``, in the sampler's layout
+    (:meth:`icl_lib.data.TaskSampler.sample`: ``x^T``, then the noise, then ``beta``)."""
+    for k in range(d):
+        for i in range(T):
+            for b in range(CH):
+                Z[k, i, b] = raw[k * T + i, b]
+    if aniso:  # x = C z with C lower triangular: row k needs z_0..z_k, so fill from the last row up
+        for k in range(d - 1, -1, -1):
+            for i in range(T):
+                for b in range(CH):
+                    acc = Z[0, i, b] * chol[k, 0]
+                    for j in range(1, k + 1):
+                        acc += chol[k, j] * Z[j, i, b]
+                    Z[k, i, b] = acc
+    off = d * T
+    for n in range(N):
+        for i in range(T):
+            for b in range(CH):
+                Z[d + n, i, b] = noise_std * raw[off + n * T + i, b]
+    off += N * T
+    for n in range(N):
+        for k in range(d):
+            for b in range(CH):
+                beta[n, k, b] = raw[off + n * d + k, b] * beta_scale[n, k]
+    for n in range(N):
+        for k in range(d):
+            for i in range(T):
+                for b in range(CH):
+                    Z[d + n, i, b] += Z[k, i, b] * beta[n, k, b]
+
+
+@njit(**_JIT)
+def chunk_batch(k0, k1, step, item, chol, aniso, noise_std, beta_scale, d, N, L, dtype_probe):
+    """One work item's ``CH`` sequences as ``tokens (CH, D, L+1)`` and ``beta (CH, N, d)`` (the
+    batch a fused step trains on, for tests and the final loss)."""
+    D, T = d + N, L + 1
+    raw = normals(k0, k1, step, item, D * T + N * d)
+    Z = np.empty((D, T, CH), dtype_probe.dtype)
+    beta = np.empty((N, d, CH), dtype_probe.dtype)
+    _make_data(Z, beta, raw, chol, aniso, noise_std, beta_scale, d, N, T)
+    return Z.transpose(2, 0, 1).copy(), beta.transpose(2, 0, 1).copy()
+
+
+# ------------------------------------------------------------------------------------------ model
+@njit(**_JIT)
+def circuits(Q, K, V, O, heads, KQ, OV):
+    """``KQ_h = K_h^T Q_h / sqrt(D)`` (first ``d`` columns: the query's label is 0) and
+    ``OV_h = O_h V_h`` of every model, into ``KQ (R, H, D, d)`` and ``OV (R, H, N, D)``; heads past
+    a model's count stay 0."""
+    R, H, D = Q.shape[0], Q.shape[1], Q.shape[2]
+    d, N = KQ.shape[3], O.shape[2]
+    inv = 1.0 / math.sqrt(D)
+    KQ[:] = 0.0
+    OV[:] = 0.0
+    for r in range(R):
+        for h in range(heads[r]):
+            for a in range(D):
+                for c in range(d):
+                    acc = 0.0
+                    for e in range(D):
+                        acc += K[r, h, e, a] * Q[r, h, e, c]
+                    KQ[r, h, a, c] = acc * inv
+            for n in range(N):
+                for c in range(D):
+                    acc = 0.0
+                    for e in range(D):
+                        acc += O[r, h, n, e] * V[r, h, e, c]
+                    OV[r, h, n, c] = acc
+
+
+@njit(**_JIT)
+def chunk_grads(items, step, keys, KQ, OV, heads, chol, aniso, noise_std, beta_scale, kind, norm_len, B, L,
+                out_loss, out_gKQ, out_gOV):
+    """For each work item ``(r, c)`` of ``items (n, 2)``: draw sequences ``c CH .. c CH + CH - 1`` of
+    model ``r``'s batch at ``step`` (those ``< B``), and write their summed loss
+    ``sum_b mean_n (y_hat - y_q)^2 / B`` to ``out_loss[i]`` and its gradients with respect to the
+    model's ``KQ (H, D, d)`` and ``OV (H, N, D)`` to ``out_gKQ[i]``, ``out_gOV[i]``.
+
+    ``kind``: :data:`KINDS`; ``norm_len``: linear attention's normaliser.  The forward pass is
+    paper 1's eq. (2.2) as :meth:`icl_lib.models.AttentionEnsemble.forward` computes it; the
+    backward pass is its derivative written out (tested against autograd)."""
+    H, D, d = KQ.shape[1], KQ.shape[2], KQ.shape[3]
+    N = OV.shape[2]
+    T = L + 1
+    dt = KQ.dtype
+    rows = D * T + N * d
+    rows2 = rows + (rows & 1)
+    state = np.empty((4, CH), np.uint32)
+    raw = np.empty((rows2, CH), np.float32)
+    Z = np.empty((D, T, CH), dt)
+    beta = np.empty((N, d, CH), dt)
+    u = np.empty((H, D, CH), dt)
+    s = np.empty((H, L, CH), dt)
+    a = np.empty((H, L, CH), dt)
+    fp = np.empty((H, L, CH), dt)  # f'(s) of the normalised activations
+    tot = np.empty((H, CH), dt)
+    pooled = np.empty((H, D, CH), dt)
+    gp = np.empty((H, D, CH), dt)
+    gu = np.empty((H, D, CH), dt)
+    dy = np.empty((N, CH), dt)
+    w = np.empty(CH, dt)  # 1 for the lanes inside the batch, 0 past its end
+    gKQ = np.empty((H, D, d, CH), dt)
+    gOV = np.empty((H, N, D, CH), dt)
+    lossv = np.empty(CH, dt)
+    dot = np.empty(CH, dt)
+    consts = np.empty(6, dt)  # scalars in the model's dtype, so float32 arithmetic stays float32
+    consts[0], consts[1], consts[2], consts[3] = 0.0, 1.0, 2.0, 0.5
+    consts[4], consts[5] = 2.0 / (B * N), 1.0 / norm_len
+    zero, one, two, half, scale, inv_len = consts[0], consts[1], consts[2], consts[3], consts[4], consts[5]
+    for it in range(items.shape[0]):
+        r, c = items[it, 0], items[it, 1]
+        Hr = heads[r]
+        _seed_lanes(state, keys[r, 0], keys[r, 1], step, c)
+        _fill_normals(raw, state, rows2)
+        _make_data(Z, beta, raw, chol[r], aniso, noise_std[r], beta_scale[r], d, N, T)
+        for b in range(CH):
+            w[b] = one if c * CH + b < B else zero
+        gKQ[:] = 0.0
+        gOV[:] = 0.0
+        # forward: u_h = KQ_h x_q, scores s_hi = z_i . u_h, weights, pooled_h = sum_i a_hi z_i
+        for h in range(Hr):
+            for e in range(D):
+                for b in range(CH):
+                    u[h, e, b] = zero
+                for k in range(d):
+                    q = KQ[r, h, e, k]
+                    for b in range(CH):
+                        u[h, e, b] += q * Z[k, L, b]
+            for i in range(L):
+                for b in range(CH):
+                    s[h, i, b] = zero
+                for e in range(D):
+                    for b in range(CH):
+                        s[h, i, b] += u[h, e, b] * Z[e, i, b]
+            if kind == 0:  # softmax
+                for b in range(CH):
+                    tot[h, b] = s[h, 0, b]
+                for i in range(1, L):
+                    for b in range(CH):
+                        tot[h, b] = max(tot[h, b], s[h, i, b])
+                for i in range(L):
+                    for b in range(CH):
+                        a[h, i, b] = _exp(s[h, i, b] - tot[h, b])
+            elif kind == 1:  # linear: s / norm_len
+                for i in range(L):
+                    for b in range(CH):
+                        a[h, i, b] = s[h, i, b] * inv_len
+            else:  # normalised activation f(s) / sum f, with f'(s) kept for the backward pass
+                for i in range(L):
+                    for b in range(CH):
+                        x = s[h, i, b]
+                        if kind == 2:
+                            f = one + _tanh(x)
+                            fp[h, i, b] = (two - f) * f
+                        elif kind == 3:
+                            f = one + x + half * x * x
+                            fp[h, i, b] = one + x
+                        else:
+                            f = (one + x) * (one + x)
+                            fp[h, i, b] = two * (one + x)
+                        a[h, i, b] = f
+            if kind != 1:
+                for b in range(CH):
+                    tot[h, b] = zero
+                for i in range(L):
+                    for b in range(CH):
+                        tot[h, b] += a[h, i, b]
+                for b in range(CH):
+                    tot[h, b] = one / tot[h, b]
+                for i in range(L):
+                    for b in range(CH):
+                        a[h, i, b] *= tot[h, b]
+            for e in range(D):
+                for b in range(CH):
+                    pooled[h, e, b] = zero
+                for i in range(L):
+                    for b in range(CH):
+                        pooled[h, e, b] += a[h, i, b] * Z[e, i, b]
+        # output and loss: y_hat_n = sum_h OV_h[n] . pooled_h
+        for b in range(CH):
+            lossv[b] = zero
+        for n in range(N):
+            for b in range(CH):
+                dy[n, b] = -Z[d + n, L, b]
+            for h in range(Hr):
+                for e in range(D):
+                    o = OV[r, h, n, e]
+                    for b in range(CH):
+                        dy[n, b] += o * pooled[h, e, b]
+            for b in range(CH):
+                err = dy[n, b] * w[b]
+                lossv[b] += err * err
+                dy[n, b] = err * scale
+        # backward
+        for h in range(Hr):
+            for e in range(D):
+                for b in range(CH):
+                    gp[h, e, b] = zero
+            for n in range(N):
+                for e in range(D):
+                    o = OV[r, h, n, e]
+                    for b in range(CH):
+                        gOV[h, n, e, b] += dy[n, b] * pooled[h, e, b]
+                        gp[h, e, b] += dy[n, b] * o
+            # ga_i = gp . z_i; then the scores' gradient gs_i (overwrites s)
+            for i in range(L):
+                for b in range(CH):
+                    s[h, i, b] = zero
+                for e in range(D):
+                    for b in range(CH):
+                        s[h, i, b] += gp[h, e, b] * Z[e, i, b]
+            if kind == 1:
+                for i in range(L):
+                    for b in range(CH):
+                        s[h, i, b] *= inv_len
+            else:
+                for b in range(CH):
+                    dot[b] = zero
+                for e in range(D):
+                    for b in range(CH):
+                        dot[b] += gp[h, e, b] * pooled[h, e, b]  # sum_j a_j ga_j = gp . pooled
+                if kind == 0:
+                    for i in range(L):
+                        for b in range(CH):
+                            s[h, i, b] = a[h, i, b] * (s[h, i, b] - dot[b])
+                else:  # a = f / S: d a_j / d f_i = (delta_ij - a_j) / S, and tot = 1 / S
+                    for i in range(L):
+                        for b in range(CH):
+                            s[h, i, b] = (s[h, i, b] - dot[b]) * tot[h, b] * fp[h, i, b]
+            # gu_h = sum_i gs_i z_i; then gKQ_h[e, k] += gu_h[e] x_q[k]
+            for e in range(D):
+                for b in range(CH):
+                    gu[h, e, b] = zero
+                for i in range(L):
+                    for b in range(CH):
+                        gu[h, e, b] += s[h, i, b] * Z[e, i, b]
+                for k in range(d):
+                    for b in range(CH):
+                        gKQ[h, e, k, b] += gu[h, e, b] * Z[k, L, b]
+        acc = 0.0
+        for b in range(CH):
+            acc += lossv[b]
+        out_loss[it] = acc / (B * N)
+        for h in range(H):
+            for e in range(D):
+                for k in range(d):
+                    acc = 0.0
+                    for b in range(CH):
+                        acc += gKQ[h, e, k, b]
+                    out_gKQ[it, h, e, k] = acc
+            for n in range(N):
+                for e in range(D):
+                    acc = 0.0
+                    for b in range(CH):
+                        acc += gOV[h, n, e, b]
+                    out_gOV[it, h, n, e] = acc
+
+
+@njit(**_JIT)
+def reduce_grads(n_items, item_loss, item_gKQ, item_gOV, Q, K, V, O, heads, loss, gQ, gK, gV, gO):
+    """Sum the ``n_items`` consecutive items of each model (in order) and apply the chain rule of
+    ``KQ = K^T Q / sqrt(D)`` and ``OV = O V``: ``loss (R,)`` and the gradients of ``Q, K, V, O``."""
+    R, H, D = Q.shape[0], Q.shape[1], Q.shape[2]
+    d, N = item_gKQ.shape[3], O.shape[2]
+    inv = 1.0 / math.sqrt(D)
+    gKQ = np.zeros((H, D, d), Q.dtype)
+    gOV = np.zeros((H, N, D), Q.dtype)
+    gQ[:] = 0.0
+    gK[:] = 0.0
+    gV[:] = 0.0
+    gO[:] = 0.0
+    for r in range(R):
+        acc = 0.0
+        gKQ[:] = 0.0
+        gOV[:] = 0.0
+        for j in range(n_items):
+            i = r * n_items + j
+            acc += item_loss[i]
+            gKQ += item_gKQ[i]
+            gOV += item_gOV[i]
+        loss[r] = acc
+        for h in range(heads[r]):
+            for e in range(D):
+                for c in range(d):  # dL/dQ[e, c] = sum_a K[e, a] gKQ[a, c] / sqrt(D)
+                    t = 0.0
+                    for a_ in range(D):
+                        t += K[r, h, e, a_] * gKQ[h, a_, c]
+                    gQ[r, h, e, c] = t * inv
+                for a_ in range(D):  # dL/dK[e, a] = sum_c Q[e, c] gKQ[a, c] / sqrt(D)
+                    t = 0.0
+                    for c in range(d):
+                        t += Q[r, h, e, c] * gKQ[h, a_, c]
+                    gK[r, h, e, a_] = t * inv
+            for n in range(N):
+                for e in range(D):  # dL/dO[n, e] = sum_c gOV[n, c] V[e, c]
+                    t = 0.0
+                    for c in range(D):
+                        t += gOV[h, n, c] * V[r, h, e, c]
+                    gO[r, h, n, e] = t
+            for e in range(D):
+                for c in range(D):  # dL/dV[e, c] = sum_n O[n, e] gOV[n, c]
+                    t = 0.0
+                    for n in range(N):
+                        t += O[r, h, n, e] * gOV[h, n, c]
+                    gV[r, h, e, c] = t
+
+
+@njit(**_JIT)
+def adam_update(p, g, m, v, lr, beta1, beta2, eps, step):
+    """torch.optim.Adam's update (no weight decay, no amsgrad) of flat ``p`` from gradient ``g``,
+    first and second moments ``m, v`` in place, at optimiser step ``step`` (from 1)."""
+    bc1 = 1.0 - beta1**step
+    bc2_sqrt = math.sqrt(1.0 - beta2**step)
+    step_size = lr / bc1
+    for i in range(p.size):
+        gi = g[i]
+        m[i] += (gi - m[i]) * (1.0 - beta1)
+        v[i] = v[i] * beta2 + (1.0 - beta2) * gi * gi
+        p[i] -= step_size * m[i] / (math.sqrt(v[i]) / bc2_sqrt + eps)
+
+
+@njit(**_JIT)
+def sgd_update(p, g, lr):
+    """torch.optim.SGD's update (no momentum) of flat ``p``."""
+    for i in range(p.size):
+        p[i] -= lr * g[i]
+
+
+@njit(parallel=True, **_JIT)
+def step_grads(threads, items, step, keys, Q, K, V, O, heads, KQ, OV, chol, aniso, noise_std, beta_scale, kind,
+               norm_len, B, L, n_chunks, item_loss, item_gKQ, item_gOV, loss, gQ, gK, gV, gO):
+    """One step's losses and gradients of the whole ensemble in one call: the circuits, the work
+    items in ``threads`` contiguous blocks (numba's threads, one block each), then
+    :func:`reduce_grads`.  Each item writes its own slot, so the numbers do not depend on
+    ``threads``."""
+    circuits(Q, K, V, O, heads, KQ, OV)
+    n = items.shape[0]
+    for t in numba.prange(threads):
+        a, b = n * t // threads, n * (t + 1) // threads
+        chunk_grads(items[a:b], step, keys, KQ, OV, heads, chol, aniso, noise_std, beta_scale, kind, norm_len, B, L,
+                    item_loss[a:b], item_gKQ[a:b], item_gOV[a:b])
+    reduce_grads(n_chunks, item_loss, item_gKQ, item_gOV, Q, K, V, O, heads, loss, gQ, gK, gV, gO)
+
+
+@njit(**_JIT)
+def adam_update4(ps, gs, ms, vs, count, lr, beta1, beta2, eps):
+    """:func:`adam_update` of the four parameters ``Q, K, V, O`` (flat views in the tuples), whose
+    optimiser step counts (views ``(1,)`` of torch's step tensors, in ``count``) are incremented first."""
+    for j in range(4):
+        count[j][0] += 1.0
+    adam_update(ps[0], gs[0], ms[0], vs[0], lr, beta1, beta2, eps, float(count[0][0]))
+    adam_update(ps[1], gs[1], ms[1], vs[1], lr, beta1, beta2, eps, float(count[1][0]))
+    adam_update(ps[2], gs[2], ms[2], vs[2], lr, beta1, beta2, eps, float(count[2][0]))
+    adam_update(ps[3], gs[3], ms[3], vs[3], lr, beta1, beta2, eps, float(count[3][0]))

@@ -1,0 +1,195 @@
+"""The fused CPU backend (icl_lib.engine.fused): the same model, loss and optimiser as the eager
+step, its own random numbers, resumable and independent of its threads."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from icl_lib import DataConfig, EnsembleTrainer, ModelConfig, RunSpec, TrainConfig, train
+from icl_lib.engine import fused_kernels as K
+from icl_lib.engine.execution import Execution
+from icl_lib.engine.fused import FusedProgram
+from icl_lib.engine.run import empty_model
+from icl_lib.seeding import make_generators
+
+KINDS = ("softmax", "linear", "one_plus_tanh", "quadratic", "square")
+# fused against autograd on one batch: float64 within a few ulps of the values, float32 within the
+# rounding of a float32 sum of ~10^3 terms (torch's own float32 sits as far from its float64)
+TOL = {torch.float64: 1e-13, torch.float32: 2e-6}
+
+
+def _program(specs, dtype, threads=1):
+    model = empty_model(specs, "cpu", dtype)
+    model.reset_parameters([make_generators(s.seed, "init", "cpu", 1)[0] for s in specs],
+                           [s.model.init_scale for s in specs])
+    return FusedProgram(model, specs, threads=threads)
+
+
+def _grad_gaps(specs, dtype, step=3):
+    prog = _program(specs, dtype)
+    loss = prog.grads(step)
+    fused = [p.grad.clone() for p in prog.params]
+    batch = prog.batch(step)  # the same sequences, drawn again, for autograd
+    for p in prog.params:
+        p.grad = None
+    ref = prog.model.loss(batch)
+    ref.sum().backward()
+    gaps = [float((a - p.grad).abs().max() / p.grad.abs().max()) for a, p in zip(fused, prog.params)]
+    ref = ref.detach().double()
+    return float((loss - ref).abs().max() / ref.abs().max()), gaps
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("kind", KINDS)
+def test_fused_loss_and_gradients_equal_autograd(kind, dtype):
+    # mixed head counts in one ensemble, and a batch that is not a multiple of the work item
+    tc = TrainConfig(steps=10, batch=K.CH + 7, dtype=str(dtype).removeprefix("torch."))
+    specs = [RunSpec(DataConfig(d=3, L=7, sigma2=0.1), ModelConfig(heads=h, attention=kind), tc, seed=s)
+             for h, s in ((1, 0), (3, 1), (2, 2))]
+    loss_gap, gaps = _grad_gaps(specs, dtype)
+    assert loss_gap < TOL[dtype] and max(gaps) < TOL[dtype], (loss_gap, gaps)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_fused_gradients_with_covariance_and_tasks(dtype):
+    tc = TrainConfig(steps=10, batch=40, dtype=str(dtype).removeprefix("torch."))
+    specs = [RunSpec(DataConfig(d=4, L=6, supports=[[0, 1, 2], [1, 2, 3]]), ModelConfig(heads=3), tc, seed=5),
+             RunSpec(DataConfig(d=4, L=6, rho=0.5, supports=[[0, 1], [2, 3]]), ModelConfig(heads=2), tc, seed=6),
+             RunSpec(DataConfig(d=4, L=6, sigma2=0.3, covariance=np.diag([1.0, 2.0, 0.5, 1.5]).tolist(),
+                                supports=[[0, 1, 2, 3], [3]]), ModelConfig(heads=1), tc, seed=7)]
+    loss_gap, gaps = _grad_gaps(specs, dtype)
+    assert loss_gap < TOL[dtype] and max(gaps) < TOL[dtype], (loss_gap, gaps)
+
+
+def test_philox_known_answers():
+    """Random123's known-answer vectors of Philox4x32-10 (counter, key, result)."""
+    cases = [((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+             ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+             ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+              (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1))]
+    for ctr, key, out in cases:
+        assert tuple(int(v) for v in K.philox4x32(*ctr, *key)) == out
+
+
+def test_fused_normals_are_standard_normal_and_reproducible():
+    z = np.concatenate([K.normals(11, 22, step, item, 2000).ravel() for step in range(4) for item in range(4)])
+    n = z.size  # 512,000
+    assert abs(z.mean()) < 5 / n**0.5
+    assert abs(z.var() - 1) < 5 * (2 / n) ** 0.5
+    assert abs(stats.skew(z)) < 5 * (6 / n) ** 0.5
+    assert abs(stats.kurtosis(z)) < 5 * (24 / n) ** 0.5
+    assert stats.kstest(z, "norm").pvalue > 1e-3
+    assert np.array_equal(K.normals(11, 22, 3, 2, 100), K.normals(11, 22, 3, 2, 100))
+
+
+def test_fused_normals_are_independent_across_models_steps_items_and_lanes():
+    base = K.normals(1, 2, 5, 0, 4000)  # (4000, CH): lanes are the columns
+    others = {"model": K.normals(3, 2, 5, 0, 4000), "step": K.normals(1, 2, 6, 0, 4000),
+              "item": K.normals(1, 2, 5, 1, 4000), "lane": np.roll(base, 1, axis=1),
+              "next number": np.roll(base, 1, axis=0)}
+    bound = 5 / base.size**0.5  # correlation of independent normals: about N(0, 1/n)
+    for what, z in others.items():
+        r = float(np.corrcoef(base.ravel(), z.ravel())[0, 1])
+        assert abs(r) < bound, (what, r)
+    # a pair of rows comes from one radius: their squares must not be correlated either
+    r2 = float(np.corrcoef(base[0::2].ravel() ** 2, base[1::2].ravel() ** 2)[0, 1])
+    assert abs(r2) < 5 / base[0::2].size ** 0.5
+
+
+def test_fused_batches_follow_the_task():
+    """The data of a fused batch: y = beta^T x + noise with beta on the task's support, x ~ N(0, Sigma)."""
+    cov = [[1.0, 0.6, 0.0], [0.6, 2.0, 0.3], [0.0, 0.3, 0.5]]
+    spec = RunSpec(DataConfig(d=3, L=20, sigma2=0.25, covariance=cov, supports=[[0, 2], [1]]), ModelConfig(heads=1),
+                   TrainConfig(steps=1, batch=K.CH * 40, dtype="float64"), seed=3)
+    b = _program([spec], torch.float64).batch(0).member(0)
+    x = b.x.reshape(-1, 3)
+    assert torch.allclose(torch.cov(x.T), torch.tensor(cov, dtype=torch.float64), atol=0.05)
+    assert bool((b.beta[:, 0, 1] == 0).all() and (b.beta[:, 1, [0, 2]] == 0).all())
+    noise = b.y - torch.einsum("bld,bnd->bln", b.x, b.beta)
+    assert abs(float(noise.var()) - 0.25) < 0.02
+    assert abs(float((b.beta[:, 0] ** 2).sum(-1).mean()) - 1.0) < 0.1  # beta_n ~ N(0, I / |S_n|)
+
+
+def _small(seeds, steps=60, heads=(1, 2, 3), **data):
+    tc = TrainConfig(steps=steps, batch=48, lr=3e-3, n_log=6, val_size=64)
+    return [RunSpec(DataConfig(d=3, L=8, **data), ModelConfig(heads=h), tc, seed=s)
+            for s, h in zip(seeds, heads * len(seeds))]
+
+
+def test_fused_run_resumes_bitwise_and_does_not_depend_on_threads(tmp_path):
+    specs = _small(range(3))
+    whole = EnsembleTrainer(specs, "cpu", progress=False, backend="fused").run()
+    ckpt = tmp_path / "c.pt"
+    EnsembleTrainer(specs, "cpu", progress=False, backend="fused", checkpoint=ckpt).run(until=23)
+    again = EnsembleTrainer(specs, "cpu", progress=False, backend="fused", checkpoint=ckpt)
+    assert again.step == 23
+    resumed = again.run()
+    one_thread = EnsembleTrainer(specs, "cpu", progress=False, backend="fused", shards=1).run()
+    for runs in (resumed, one_thread):
+        for a, b in zip(whole, runs):
+            assert all(torch.equal(a.params[k], b.params[k]) for k in "QKVO")
+            assert torch.equal(a.history["val_loss"], b.history["val_loss"])
+            assert torch.equal(a.history["train_loss"], b.history["train_loss"])
+    # and a model trains to the same numbers alone as in the ensemble
+    alone = EnsembleTrainer(specs[1:2], "cpu", progress=False, backend="fused").run()[0]
+    assert all(torch.equal(alone.params[k], whole[1].params[k]) for k in "QKVO")
+
+
+def test_fused_adam_is_torchs_adam():
+    """One fused step moves the parameters as torch's Adam does with the same gradients."""
+    spec = _small([0], heads=(2,))[0]
+    tr = EnsembleTrainer([spec], "cpu", progress=False, backend="fused")
+    before = [p.detach().clone() for p in tr.stepper.program.params]
+    tr.run(until=2)
+    fused = [p.detach().clone() for p in tr.stepper.program.params]
+    ps = [b.clone().requires_grad_() for b in before]
+    opt = torch.optim.Adam(ps, lr=spec.train.lr)
+    for t in range(2):
+        prog = tr.stepper.program
+        with torch.no_grad():
+            for p, q in zip(prog.params, ps):
+                p.copy_(q)
+        prog.grads(t)
+        for p, q in zip(prog.params, ps):
+            q.grad = p.grad.clone()
+        opt.step()
+    assert max(float((a - b).abs().max()) for a, b in zip(fused, ps)) < 1e-6
+    assert int(tr.opt.state[tr.model.Q]["step"]) == 2
+
+
+def test_fused_key_differs_from_eager_and_the_cache_never_mixes_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path))
+    spec = _small([4], steps=20)[0]
+    fused_key = Execution.resolve("cpu", backend="fused").run_key(spec)
+    eager_key = Execution.resolve("cpu", backend="eager").run_key(spec)
+    assert fused_key != eager_key and eager_key == spec.key("cpu")  # the eager keys of stored runs are unchanged
+    f = train([spec], "cpu", progress=False, backend="fused", use_store=False)[0]
+    e = train([spec], "cpu", progress=False, backend="eager", use_store=False)[0]
+    assert f.meta["backend"] == "fused" and e.meta["backend"] == "eager" and e.source == "trained"
+    assert train([spec], "cpu", progress=False, backend="fused", use_store=False)[0].source == "cache"
+
+
+def test_fused_backend_is_refused_where_it_cannot_run():
+    with pytest.raises(ValueError, match="backend='gpu' is invalid"):
+        Execution.resolve("cpu", backend="gpu")
+    with pytest.raises(ValueError, match="draw_ahead=4 is invalid with backend='fused'"):
+        Execution.resolve("cpu", draw_ahead=4, backend="fused")
+
+
+def test_fused_and_eager_training_give_the_same_outcomes():
+    """Over 16 seeds of a short plan, the two backends' final losses, |omega| and pattern (heads of
+    both signs) come from the same distributions (two-sample tests at level 0.01; Fisher's exact
+    test for the pattern): they train the same model on the same task with other random numbers."""
+    tc = TrainConfig(steps=400, batch=64, lr=3e-3, n_log=4, val_size=512)
+    specs = [RunSpec(DataConfig(d=3, L=12), ModelConfig(heads=2), tc, seed=100 + s) for s in range(16)]
+    out = {b: EnsembleTrainer(specs, "cpu", progress=False, backend=b).run() for b in ("eager", "fused")}
+    loss = {b: [r.val_loss for r in runs] for b, runs in out.items()}
+    omega = {b: [float(r.omega.abs().max()) for r in runs] for b, runs in out.items()}
+    both = {b: sum(r.pattern().kind == "pos/neg" for r in runs) for b, runs in out.items()}
+    assert stats.mannwhitneyu(loss["eager"], loss["fused"]).pvalue > 0.01, loss
+    assert stats.ks_2samp(omega["eager"], omega["fused"]).pvalue > 0.01, omega
+    table = [[both["eager"], 16 - both["eager"]], [both["fused"], 16 - both["fused"]]]
+    assert stats.fisher_exact(table).pvalue > 0.01, table
