@@ -8,11 +8,14 @@ setting H = 4, d = 5, L = 40, batch 256:
 * the reference: the model written the usual way -- ``nn.Linear`` projections of every token for
   each head's Q, K, V and O, fresh data from ``torch.randn``, ``torch.optim.Adam``, one model at a
   time (:class:`ReferenceAttention`, tested to compute the same function as the engine);
-* the engine (:class:`~icl_lib.engine.trainer.EnsembleTrainer`) with ensembles of R models;
-* on a CPU, per-core floors of an engine step (each single-threaded): ``normal_`` alone, the
+* the engine (:class:`~icl_lib.engine.trainer.EnsembleTrainer`) with ensembles of R models, on a
+  CPU with both backends: ``eager`` (PyTorch ops) and ``fused`` (:mod:`icl_lib.engine.fused`);
+* on a CPU, per-core floors of an eager step (each single-threaded): ``normal_`` alone, the
   engine's sampler, and forward + backward + Adam on a fixed batch; their *ceiling* is the rate
-  of sampler and compute on every core at once, and the engine rows are set against the engine
-  issue's CPU targets (R = 32: 3,000 model-steps/s; R = 1: 8x the reference);
+  of sampler and compute on every core at once; and of a fused step: its in-loop random numbers
+  alone and the whole fused step on one thread.  The rows are set against the CPU targets
+  (eager: R = 32 3,000 model-steps/s, R = 1 8x the reference; fused: R = 32 3.5x, R = 1 7x the
+  eager engine of the same run);
 * on a GPU, the share of a step spent drawing the fresh Gaussian numbers.
 
 Both are measured in the same process, interleaved, and the median of ``--repeats`` timed windows
@@ -95,7 +98,8 @@ def _rate(fn, seconds: float, sync) -> float:
                 return n / (time.perf_counter() - t0)
 
 
-CPU_TARGETS = {32: ("model-steps/s", 3000.0), 1: ("x the reference", 8.0)}  # the engine issue's CPU targets
+CPU_TARGETS = {32: ("model-steps/s", 3000.0), 1: ("x the reference", 8.0)}  # the eager engine's CPU targets
+FUSED_TARGETS = {32: 3.5, 1: 7.0}  # the fused backend's targets: times the eager engine's rate, same run
 
 
 def _single_threaded_rate(fn, seconds: float) -> float:
@@ -162,10 +166,14 @@ def measure(device="auto", ensembles=(1, 8, 32), seconds: float = 4.0, repeats: 
     ref = ReferenceAttention(heads, d).to(dev)
     ref_step = reference_step_fn(ref, d, L, s2, B, lr, dev)
     tc = TrainConfig(steps=100_000_000, batch=B, lr=lr, n_log=2, val_size=256)
-    trainers = {}
+    trainers, fused, fused_one = {}, {}, {}
     for R in ensembles:
         specs = [RunSpec(DataConfig(d=d, L=L, sigma2=s2), ModelConfig(heads=heads), tc, seed=r) for r in range(R)]
-        trainers[R] = EnsembleTrainer(specs, dev, progress=False, compile=compile, graph=graph, draw_ahead=draw_ahead)
+        trainers[R] = EnsembleTrainer(specs, dev, progress=False, compile=compile, graph=graph, draw_ahead=draw_ahead,
+                                      backend="eager")
+        if dev.type == "cpu":
+            fused[R] = EnsembleTrainer(specs, dev, progress=False, backend="fused")
+            fused_one[R] = EnsembleTrainer(specs, dev, progress=False, backend="fused", shards=1)  # one core
 
     chunk = 25  # engine steps per timed call: run() checks for divergence (a device sync) once per call
 
@@ -180,15 +188,19 @@ def measure(device="auto", ensembles=(1, 8, 32), seconds: float = 4.0, repeats: 
 
     for _ in range(10):  # warm up everything (allocator, thread pool, compilation)
         ref_step()
-    for tr in trainers.values():
+    for tr in [*trainers.values(), *fused.values(), *fused_one.values()]:
         engine_step(tr)()
     rates = {"ref": []} | {R: [] for R in ensembles} | {("floor", R): [] for R in ensembles}
+    rates |= {("fused", R): [] for R in fused} | {("fused1", R): [] for R in fused} | {("rng", R): [] for R in fused}
     for _ in range(repeats):  # interleaved windows
         rates["ref"].append(_rate(ref_step, seconds, sync))
         for R, tr in trainers.items():
             rates[R].append(_rate(engine_step(tr), seconds, sync) * R * chunk)
             if dev.type == "cpu":
                 rates[("floor", R)].append(_cpu_floors(tr, B, seconds / 4))
+                rates[("fused", R)].append(_rate(engine_step(fused[R]), seconds, sync) * R * chunk)
+                rates[("fused1", R)].append(_rate(engine_step(fused_one[R]), seconds / 4, sync) * R * chunk)
+                rates[("rng", R)].append(_fused_normals_rate(fused[R], seconds / 4))
             else:
                 rates[("floor", R)].append(_rate(sample_only(tr), seconds / 2, sync) * R * tr.draw)
     ref_rate = statistics.median(rates["ref"])
@@ -204,18 +216,47 @@ def measure(device="auto", ensembles=(1, 8, 32), seconds: float = 4.0, repeats: 
             floor = statistics.median(floors)
             row |= {"sampling_floor_model_steps_per_s": floor, "sampling_share": r / floor}
         rows.append(row)
+    for R in fused:
+        f = statistics.median(rates[("fused", R)])
+        eager = next(row["model_steps_per_s"] for row in rows if row["impl"] == "engine" and row["R"] == R)
+        rows.append({"impl": "engine, fused backend", "R": R, "model_steps_per_s": f, "ratio": f / ref_rate,
+                     "vs_eager": f / eager, "step_per_core": statistics.median(rates[("fused1", R)]),
+                     "rng_per_core": statistics.median(rates[("rng", R)])})
     return rows
 
 
+def _fused_normals_rate(tr: EnsembleTrainer, seconds: float) -> float:
+    """Model-steps/s of the fused step's random numbers alone on one core: every work item of one
+    model's batch drawn as its kernel draws it (Philox-seeded xoshiro128++ lanes, Box-Muller)."""
+    from ..engine import fused_kernels as K
+
+    prog = tr.stepper.program
+    rows = prog.model.D * (prog.L + 1) + prog.N * prog.d
+    keys = prog.keys[0]
+
+    def one_model_step():
+        for c in range(prog.n_chunks):
+            K.normals(keys[0], keys[1], 0, c, rows)
+
+    return _rate(one_model_step, seconds, lambda: None)
+
+
 def _print_cpu(rows: list[dict]) -> None:
-    print(f"{'implementation':34s} {'R':>4s} {'model-steps/s':>14s} {'vs reference':>13s} {'target':>16s}")
+    print(f"{'implementation':34s} {'R':>4s} {'model-steps/s':>14s} {'vs reference':>13s} {'vs eager':>9s} "
+          f"{'target':>22s}")
     for row in rows:
-        target = "-"
+        target, vs = "-", "-"
         if row["impl"] == "engine" and row["R"] in CPU_TARGETS:
             unit, value = CPU_TARGETS[row["R"]]
             got = row["model_steps_per_s"] if unit == "model-steps/s" else row["ratio"]
             target = f"{'met' if got >= value else 'not met'}: >= {value:,g}{'x' if unit != 'model-steps/s' else ''}"
-        print(f"{row['impl']:34s} {row['R']:4d} {row['model_steps_per_s']:14.1f} {row['ratio']:12.1f}x {target:>16s}")
+        if "vs_eager" in row:
+            vs = f"{row['vs_eager']:.2f}x"
+            if row["R"] in FUSED_TARGETS:
+                value = FUSED_TARGETS[row["R"]]
+                target = f"{'met' if row['vs_eager'] >= value else 'not met'}: >= {value:g}x eager"
+        print(f"{row['impl']:34s} {row['R']:4d} {row['model_steps_per_s']:14.1f} {row['ratio']:12.1f}x {vs:>9s} "
+              f"{target:>22s}")
     print("per-core floors, model-steps/s on one core (single-threaded, same windows):")
     print(f"{'R':>4s} {'normal_ alone':>14s} {'sampler':>10s} {'fwd+bwd+Adam':>13s} {'ceiling':>10s} {'engine/ceiling':>15s}")
     for row in rows:
@@ -224,6 +265,13 @@ def _print_cpu(rows: list[dict]) -> None:
                   f"{row['compute_per_core']:13.0f} {row['ceiling']:10.0f} {row['model_steps_per_s'] / row['ceiling']:14.0%}")
     print("ceiling: sampler and compute on every core at once, spread perfectly (R = 1: the batch drawn in a "
           "second thread, so the slower of the two)")
+    fused = [row for row in rows if "vs_eager" in row]
+    if fused:
+        print("fused backend, model-steps/s on one core (same windows):")
+        print(f"{'R':>4s} {'random numbers':>15s} {'whole step':>11s} {'all cores / one core':>21s}")
+        for row in fused:
+            print(f"{row['R']:4d} {row['rng_per_core']:15.0f} {row['step_per_core']:11.0f} "
+                  f"{row['model_steps_per_s'] / row['step_per_core']:20.2f}x")
 
 
 def main(argv=None) -> int:

@@ -193,3 +193,24 @@ def test_fused_and_eager_training_give_the_same_outcomes():
     assert stats.ks_2samp(omega["eager"], omega["fused"]).pvalue > 0.01, omega
     table = [[both["eager"], 16 - both["eager"]], [both["fused"], 16 - both["fused"]]]
     assert stats.fisher_exact(table).pvalue > 0.01, table
+
+
+def test_store_export_with_the_fused_backend_stores_runs_that_verify(tmp_path, monkeypatch):
+    """``store export --backend fused``: its entries name the backend in their provenance, their
+    early checkpoints retrain here (with that backend) to within the CPU tolerance, and a build
+    finds them by spec whatever its own backend."""
+    from icl_lib.engine.store import CPU_TOLERANCE, RunStore
+    from icl_lib.tools.plan import store_plan
+
+    monkeypatch.setenv("ICL_STORE_DIR", str(tmp_path / "store"))
+    plan = {"ch": _small([0, 1], steps=50, heads=(1, 2))}
+    status = store_plan(plan, early_step=20, device="cpu", command="test", progress=False, backend="fused")
+    assert status["complete"] and status["stored"] == 2
+    store = RunStore()
+    for s in plan["ch"]:
+        assert store.entry(s).provenance["backend"] == "fused"
+        v = store.verify_early(s)
+        assert v["ok"] and v["max_param_gap"] < CPU_TOLERANCE, v
+    monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path / "fresh"))
+    runs = train(plan["ch"], "cpu", progress=False, backend="eager")
+    assert all(r.source == "store" and r.meta["backend"] == "fused" for r in runs)
