@@ -1,10 +1,10 @@
-"""The fused CPU backend: one compiled loop per work item draws its sequences, runs the forward and
-the analytic backward pass, and only the optimiser step is left to torch.
+"""The fused CPU backend: one compiled loop per work item draws its sequences and runs the forward
+and the analytic backward pass; a second applies the optimiser's rule to torch's optimiser state.
 
 An eager CPU step is a few dozen PyTorch ops, each small (6 x 40 context tokens, 40 scores per
 head), and its batch is drawn by ``normal_`` at about 4.7 ns a number; the fused step
 (:mod:`icl_lib.engine.fused_kernels`) computes the same model, data distribution and loss with
-its own counter-based random numbers at about 1 ns each, across sequences in SIMD lanes.  It
+its own counter-based random numbers at about 1.2 ns each, with sequences as SIMD lanes.  It
 trains every model the book trains (softmax and linear attention, the normalised activations,
 anisotropic and multi-task data, mixed head counts in one ensemble, float32 and float64; Adam and
 SGD, the same :mod:`torch.optim` optimiser as the eager step, so checkpoints carry the same state).

@@ -122,13 +122,19 @@ def test_bench_reports_per_core_floors_and_their_ceiling():
     from icl_lib.tools import bench
 
     rows = bench.measure("cpu", ensembles=(1, 2), seconds=0.05, repeats=1)
-    assert rows[0]["impl"].startswith("reference") and [r["R"] for r in rows[1:]] == [1, 2]
+    eager = [r for r in rows if r["impl"] == "engine"]
+    fused = [r for r in rows if r["impl"] == "engine, fused backend"]
+    assert rows[0]["impl"].startswith("reference") and len(rows) == 1 + len(eager) + len(fused)
+    assert [r["R"] for r in eager] == [1, 2] and [r["R"] for r in fused] == [1, 2]
     threads = torch.get_num_threads()
-    for row in rows[1:]:
+    for row in eager:
         s, c = row["sampler_per_core"], row["compute_per_core"]
         assert min(row["normals_per_core"], s, c) > 0
         want = min(s, c) if row["R"] == 1 and threads > 1 else min(row["R"], threads) / (1 / s + 1 / c)
         assert math.isclose(row["ceiling"], want, rel_tol=1e-9)
+    for row, base in zip(fused, eager):  # the fused rows are set against the eager engine of the same run
+        assert math.isclose(row["vs_eager"], row["model_steps_per_s"] / base["model_steps_per_s"], rel_tol=1e-9)
+        assert min(row["step_per_core"], row["rng_per_core"]) > 0
 
 
 def test_bench_sets_the_engine_against_the_cpu_targets(capsys):
@@ -143,3 +149,22 @@ def test_bench_sets_the_engine_against_the_cpu_targets(capsys):
     assert "met: >= 8x" in out[2] and "not met" not in out[2]
     assert "not met: >= 3,000" in out[3]
     assert any(line.split()[:1] == ["32"] and line.rstrip().endswith("83%") for line in out)  # 2000 / 2400
+
+
+def test_bench_sets_the_fused_backend_against_the_eager_engine(capsys):
+    from icl_lib.tools import bench
+
+    floors = {"normals_per_core": 4000.0, "sampler_per_core": 3000.0, "compute_per_core": 2000.0, "ceiling": 2400.0}
+    fused = {"step_per_core": 3000.0, "rng_per_core": 12000.0}
+    rows = [{"impl": "reference (nn.Linear, one model)", "R": 1, "model_steps_per_s": 100.0, "ratio": 1.0},
+            {"impl": "engine", "R": 1, "model_steps_per_s": 400.0, "ratio": 4.0} | floors,
+            {"impl": "engine", "R": 32, "model_steps_per_s": 1000.0, "ratio": 10.0} | floors,
+            {"impl": "engine, fused backend", "R": 1, "model_steps_per_s": 2000.0, "ratio": 20.0, "vs_eager": 5.0}
+            | fused,
+            {"impl": "engine, fused backend", "R": 32, "model_steps_per_s": 4000.0, "ratio": 40.0, "vs_eager": 4.0}
+            | fused]
+    bench._print_cpu(rows)
+    out = capsys.readouterr().out.splitlines()
+    assert "not met: >= 7x eager" in out[4] and "5.00x" in out[4]
+    assert "met: >= 3.5x eager" in out[5] and "not met" not in out[5]
+    assert any(line.split()[:3] == ["32", "12000", "3000"] and line.rstrip().endswith("1.33x") for line in out)

@@ -1,6 +1,7 @@
 """The book's plan and train-plan: every chapter's runs known without executing it, trained as few
 large ensembles, resumable; a model packed with other chapters' runs ends where it ends alone."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -122,7 +123,9 @@ SCRIPT = textwrap.dedent("""
 
 
 def _run_plan(cache, every="60", kill_after_checkpoint=False):
-    env = {"ICL_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "2"}
+    # the eager backend, as in every test here (conftest): a fused plan of this size ends before it can be killed
+    env = {"ICL_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "2",
+           "ICL_BACKEND": os.environ.get("ICL_BACKEND", "eager")}
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT, every], env=env, stderr=subprocess.PIPE, text=True)
     if kill_after_checkpoint:
         deadline = time.time() + 240
