@@ -31,6 +31,7 @@ from ..models import AttentionEnsemble
 from ..seeding import derive_seed
 from ..validate import check_int
 from . import fused_kernels as K
+from .sources import BatchSource
 from .steps import DivergenceWatch, _Step
 
 __all__ = ["FusedProgram", "FusedStep", "FusedSource", "fused_keys"]
@@ -118,33 +119,16 @@ class FusedProgram:
         return Batch(torch.from_numpy(np.stack(toks)), torch.from_numpy(np.stack(betas)))
 
 
-class FusedSource:
-    """The batch source of a fused step: a step's batch is drawn inside the step, from the step
-    counter, so there is nothing to draw ahead, rewind or store (the ``train`` generators, which
-    the fused step does not read, are stored as they are)."""
+class FusedSource(BatchSource):
+    """The batch source of a fused step: a step's batch is drawn inside the step from the step
+    counter, so ``next(t)`` hands the step its counter and there is nothing to draw ahead, rewind or
+    store beyond :class:`~icl_lib.engine.sources.BatchSource`'s defaults (the ``train``
+    generators, which the fused step does not read, are stored as they are)."""
 
     single_threaded = True
 
-    def __init__(self, generators: list):
-        self.generators = generators
-
-    def begin(self, until: int) -> None:
-        pass
-
     def next(self, t: int) -> int:
         return t
-
-    def checkpoint_states(self, step: int) -> list:
-        return [[g.get_state() for g in gens] for gens in self.generators]
-
-    def rewind(self) -> None:
-        pass
-
-    def reset(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 class FusedStep(_Step):

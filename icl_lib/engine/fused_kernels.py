@@ -183,6 +183,20 @@ def _seed_lanes(state, k0, k1, step, item):
 
 
 @njit(inline="always", **_JIT)
+def _xoshiro_next(s0, s1, s2, s3):
+    """One draw of xoshiro128++: the 32-bit output and the next state."""
+    r = _u32(np.uint64(_rotl(_u32(np.uint64(s0) + np.uint64(s3)), 7)) + np.uint64(s0))
+    t = _u32(np.uint64(s1) << np.uint64(9))
+    s2 ^= s0
+    s3 ^= s1
+    s1 ^= s2
+    s0 ^= s3
+    s2 ^= t
+    s3 = _rotl(s3, 11)
+    return r, s0, s1, s2, s3
+
+
+@njit(inline="always", **_JIT)
 def _fill_normals(out, state, rows):
     """``out[:rows]`` ``(rows, CH)`` with standard normals, a pair of rows per 64 bits of each
     lane's xoshiro128++ (``rows`` even)."""
@@ -193,22 +207,8 @@ def _fill_normals(out, state, rows):
     for j in range(0, rows, 2):
         for b in range(CH):
             s0, s1, s2, s3 = state[0, b], state[1, b], state[2, b], state[3, b]
-            r1 = _u32(np.uint64(_rotl(_u32(np.uint64(s0) + np.uint64(s3)), 7)) + np.uint64(s0))
-            t = _u32(np.uint64(s1) << np.uint64(9))
-            s2 ^= s0
-            s3 ^= s1
-            s1 ^= s2
-            s0 ^= s3
-            s2 ^= t
-            s3 = _rotl(s3, 11)
-            r2 = _u32(np.uint64(_rotl(_u32(np.uint64(s0) + np.uint64(s3)), 7)) + np.uint64(s0))
-            t = _u32(np.uint64(s1) << np.uint64(9))
-            s2 ^= s0
-            s3 ^= s1
-            s1 ^= s2
-            s0 ^= s3
-            s2 ^= t
-            s3 = _rotl(s3, 11)
+            r1, s0, s1, s2, s3 = _xoshiro_next(s0, s1, s2, s3)
+            r2, s0, s1, s2, s3 = _xoshiro_next(s0, s1, s2, s3)
             state[0, b], state[1, b], state[2, b], state[3, b] = s0, s1, s2, s3
             u1 = np.float32(np.int32(r1 >> np.uint32(1)) + np.int32(1)) * two31  # (0, 1]
             rad = np.sqrt(np.float32(-2.0) * log_approx(u1))
