@@ -42,7 +42,10 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     """``"auto"``: ``$ICL_BACKEND`` when set, else :data:`DEFAULT_CPU_BACKEND` on a CPU and
     ``"eager"`` on a GPU; ``"fused"`` is for CPUs only."""
     if backend == "auto":
-        backend = os.environ.get("ICL_BACKEND", "") or DEFAULT_CPU_BACKEND
+        env = os.environ.get("ICL_BACKEND", "")
+        if env and env not in BACKENDS:
+            raise ValueError(f"ICL_BACKEND={env!r} is invalid: accepted 'eager', 'fused' or unset (the environment variable)")
+        backend = env or DEFAULT_CPU_BACKEND
         if torch.device(device).type != "cpu":
             return "eager"
     if backend not in BACKENDS:

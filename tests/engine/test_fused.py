@@ -172,9 +172,14 @@ def test_fused_key_differs_from_eager_and_the_cache_never_mixes_them(tmp_path, m
     assert train([spec], "cpu", progress=False, backend="fused", use_store=False)[0].source == "cache"
 
 
-def test_fused_backend_is_refused_where_it_cannot_run():
+def test_fused_backend_is_refused_where_it_cannot_run(monkeypatch):
     with pytest.raises(ValueError, match="backend='gpu' is invalid"):
         Execution.resolve("cpu", backend="gpu")
+    monkeypatch.setenv("ICL_BACKEND", "gpu")
+    with pytest.raises(ValueError, match="ICL_BACKEND='gpu' is invalid"):
+        Execution.resolve("cpu")
+    monkeypatch.setenv("ICL_BACKEND", "fused")
+    assert Execution.resolve("cpu").backend == "fused"
     with pytest.raises(ValueError, match="draw_ahead=4 is invalid with backend='fused'"):
         Execution.resolve("cpu", draw_ahead=4, backend="fused")
 
