@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .validate import check_choice, check_float, check_int, fail
-from .version import MODEL_CODE_VERSION
+from .version import FUSED_CODE_VERSION, MODEL_CODE_VERSION
 
 __all__ = [
     "DataConfig",
@@ -228,12 +228,13 @@ class RunSpec:
     def key(self, device: str = "cpu", draw_ahead: int = 1, backend: str = "eager") -> str:
         """Hash of the full configuration, the device type, the model-code version and, when they
         are not the defaults, the number of steps whose batches are drawn at once and the CPU
-        backend (both decide the random numbers) (run cache)."""
+        backend (both decide the random numbers; a fused key names ``FUSED_CODE_VERSION`` too) (run cache)."""
         fields = {"spec": self.to_dict(), "device": str(device), "code": MODEL_CODE_VERSION}
         if draw_ahead != 1:
             fields["draw_ahead"] = int(draw_ahead)
         if backend != "eager":
             fields["backend"] = str(backend)
+            fields["fused_code"] = FUSED_CODE_VERSION
         payload = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:24]
 

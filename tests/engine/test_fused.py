@@ -166,6 +166,13 @@ def test_fused_key_differs_from_eager_and_the_cache_never_mixes_them(tmp_path, m
     fused_key = Execution.resolve("cpu", backend="fused").run_key(spec)
     eager_key = Execution.resolve("cpu", backend="eager").run_key(spec)
     assert fused_key != eager_key and eager_key == spec.key("cpu")  # the eager keys of stored runs are unchanged
+    import icl_lib.config as config
+
+    monkeypatch.setattr(config, "FUSED_CODE_VERSION", "another")  # new fused numerics: new keys, eager ones kept
+    assert spec.key("cpu", backend="fused") != fused_key and spec.key("cpu") == eager_key
+    monkeypatch.undo()
+    monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("ICL_BACKEND", "eager")
     f = train([spec], "cpu", progress=False, backend="fused", use_store=False)[0]
     e = train([spec], "cpu", progress=False, backend="eager", use_store=False)[0]
     assert f.meta["backend"] == "fused" and e.meta["backend"] == "eager" and e.source == "trained"
