@@ -310,6 +310,31 @@ def circuits(Q, K, V, O, heads, KQ, OV):
                     OV[r, h, n, c] = acc
 
 
+@njit(inline="always", **_JIT)
+def _over_tokens(out, vec, Z, h, zero):
+    """``out[h, i, b] = sum_e vec[h, e, b] Z[e, i, b]`` for the context tokens ``i < L``: the
+    scores ``z_i . u_h`` forward, the weights' gradients ``z_i . gp_h`` backward."""
+    D, L = Z.shape[0], out.shape[1]
+    for i in range(L):
+        for b in range(CH):
+            out[h, i, b] = zero
+        for e in range(D):
+            for b in range(CH):
+                out[h, i, b] += vec[h, e, b] * Z[e, i, b]
+
+
+@njit(inline="always", **_JIT)
+def _pool_tokens(out, wts, Z, h, e, zero):
+    """``out[h, e, b] = sum_i wts[h, i, b] Z[e, i, b]``: the pooled token ``sum_i a_i z_i``
+    forward, the query vector's gradient ``sum_i gs_i z_i`` backward (row ``e``)."""
+    L = wts.shape[1]
+    for b in range(CH):
+        out[h, e, b] = zero
+    for i in range(L):
+        for b in range(CH):
+            out[h, e, b] += wts[h, i, b] * Z[e, i, b]
+
+
 @njit(**_JIT)
 def chunk_grads(items, step, keys, KQ, OV, heads, chol, aniso, noise_std, beta_scale, kind, norm_len, B, L,
                 out_loss, out_gKQ, out_gOV):
@@ -368,12 +393,7 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, aniso, noise_std, beta_s
                     q = KQ[r, h, e, k]
                     for b in range(CH):
                         u[h, e, b] += q * Z[k, L, b]
-            for i in range(L):
-                for b in range(CH):
-                    s[h, i, b] = zero
-                for e in range(D):
-                    for b in range(CH):
-                        s[h, i, b] += u[h, e, b] * Z[e, i, b]
+            _over_tokens(s, u, Z, h, zero)
             if kind == 0:  # softmax
                 for b in range(CH):
                     tot[h, b] = s[h, 0, b]
@@ -413,11 +433,7 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, aniso, noise_std, beta_s
                     for b in range(CH):
                         a[h, i, b] *= tot[h, b]
             for e in range(D):
-                for b in range(CH):
-                    pooled[h, e, b] = zero
-                for i in range(L):
-                    for b in range(CH):
-                        pooled[h, e, b] += a[h, i, b] * Z[e, i, b]
+                _pool_tokens(pooled, a, Z, h, e, zero)
         # output and loss: y_hat_n = sum_h OV_h[n] . pooled_h
         for b in range(CH):
             lossv[b] = zero
@@ -445,12 +461,7 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, aniso, noise_std, beta_s
                         gOV[h, n, e, b] += dy[n, b] * pooled[h, e, b]
                         gp[h, e, b] += dy[n, b] * o
             # ga_i = gp . z_i; then the scores' gradient gs_i (overwrites s)
-            for i in range(L):
-                for b in range(CH):
-                    s[h, i, b] = zero
-                for e in range(D):
-                    for b in range(CH):
-                        s[h, i, b] += gp[h, e, b] * Z[e, i, b]
+            _over_tokens(s, gp, Z, h, zero)
             if kind == 1:
                 for i in range(L):
                     for b in range(CH):
@@ -471,11 +482,7 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, aniso, noise_std, beta_s
                             s[h, i, b] = (s[h, i, b] - dot[b]) * tot[h, b] * fp[h, i, b]
             # gu_h = sum_i gs_i z_i; then gKQ_h[e, k] += gu_h[e] x_q[k]
             for e in range(D):
-                for b in range(CH):
-                    gu[h, e, b] = zero
-                for i in range(L):
-                    for b in range(CH):
-                        gu[h, e, b] += s[h, i, b] * Z[e, i, b]
+                _pool_tokens(gu, s, Z, h, e, zero)
                 for k in range(d):
                     for b in range(CH):
                         gKQ[h, e, k, b] += gu[h, e, b] * Z[k, L, b]
