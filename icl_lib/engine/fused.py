@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..config import RunSpec
-from ..data import Batch
+from ..data import Batch, TaskSampler
 from ..models import AttentionEnsemble
 from ..seeding import derive_seed
 from ..validate import check_int
@@ -53,7 +53,8 @@ class FusedProgram:
     gradients written into ``p.grad`` tensors that stay the same objects from step to step.
     """
 
-    def __init__(self, model: AttentionEnsemble, specs: Sequence[RunSpec], threads: int = 1):
+    def __init__(self, model: AttentionEnsemble, specs: Sequence[RunSpec], threads: int = 1,
+                 sampler: TaskSampler | None = None):
         self.model, self.specs = model, list(specs)
         s0 = self.specs[0]
         self.B, self.L, self.d, self.N = s0.train.batch, s0.data.L, s0.data.d, s0.data.n_tasks
@@ -64,15 +65,13 @@ class FusedProgram:
         self.keys = fused_keys(self.specs)
         self.heads = np.asarray(model.heads, np.int64)
         dt = model.Q.detach().numpy().dtype
-        self.noise_std = np.asarray([s.data.sigma2**0.5 for s in self.specs], dt)
-        masks = torch.stack([s.data.support_mask() for s in self.specs])
-        self.beta_scale = (masks / masks.sum(-1, keepdim=True).sqrt()).numpy().astype(dt)
-        self.aniso = not all(s.data.covariance is None and s.data.rho == 0.0 for s in self.specs)
-        chol = np.zeros((R, self.d, self.d), dt)
-        if self.aniso:
-            for r, s in enumerate(self.specs):
-                chol[r] = torch.linalg.cholesky(s.data.covariance_matrix()).numpy()
-        self.chol = chol
+        # each model's task as the eager sampler holds it (noise, beta's scale on the supports, Sigma's Cholesky factor)
+        if sampler is None:
+            sampler = TaskSampler([s.data for s in self.specs], dtype=model.Q.dtype)
+        self.noise_std = sampler.noise_std.numpy()
+        self.beta_scale = sampler.beta_scale.numpy()
+        self.aniso = sampler.chol is not None
+        self.chol = sampler.chol.numpy() if self.aniso else np.zeros((R, self.d, self.d), dt)
         self.n_chunks = -(-self.B // K.CH)
         self.items = np.array([(r, c) for r in range(R) for c in range(self.n_chunks)], np.int64)
         n = len(self.items)

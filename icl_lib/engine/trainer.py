@@ -145,7 +145,7 @@ class EnsembleTrainer:
             from .fused import FusedProgram, FusedSource, FusedStep  # compiles its kernels on first use
 
             threads = shards if shards is not None else torch.get_num_threads()
-            program = FusedProgram(self.model, self.specs, threads=threads)
+            program = FusedProgram(self.model, self.specs, threads=threads, sampler=self.sampler)
             return FusedSource(self.sampler, self.generators, B), FusedStep(program, self.opt, self.watch)
         buffer = torch.empty(R, B, self.sampler.numbers_per_sequence(), device=self.device, dtype=self.dtype)
         parts = make_shards(self.model, self.specs, self.generators, buffer, 1 if self.draw > 1 else shards)
