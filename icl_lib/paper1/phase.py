@@ -99,8 +99,9 @@ __all__ = [
 OUTCOMES = ("pos/neg", "single-sign", "single-head", "unformed")  # what a run ends in
 AXES = ("H", "d", "L", "sigma2", "lr", "init_scale")  # the grid's axes, as the tables name them
 SHAPE_TOL = 0.5  # chapter 2's thresholds of the form (3.1): KQ off-diag / diag and OV off-label / |mu|
-LRS = {"quick": (3e-3, 1e-3, 1e-2), "paper": (1e-3, 3e-4, 3e-3)}  # Adam rates: the profile's first
-SEEDS = {"quick": (12, 4), "paper": (16, 16)}  # (head-axis seeds, seeds of the other cells) by profile
+LRS = {"quick": (1e-3, 3e-3, 1e-2), "paper": (1e-3, 3e-3, 1e-2)}  # Adam rates: the paper's first
+SEEDS = {"quick": (12, 4), "paper": (8, 8)}  # (head-axis seeds, seeds of the other cells) by profile
+FULL_SEEDS = 16  # seeds per cell of the full grid (a cluster's: :meth:`PhaseGrid.full`)
 MAX_RUNS = 50_000  # the most runs one grid may ask for
 UNDECIDED = Estimate(math.nan, -math.inf, math.inf, LEVEL, "not in this grid")  # a comparison without its cells
 # The engine's rate on one NVIDIA H200 (model-steps/s, ensemble of 256 models at d = 5, L = 40,
@@ -194,10 +195,10 @@ class PhaseGrid:
         c = self.centre
         return [Cell(H, c["d"], c["L"], c["sigma2"], c["lr"], c["init_scale"]) for H in self.heads]
 
-    def quick_slice(self, trap_heads: int = 2) -> list[Cell]:
-        """The ``quick`` profile's slice: :meth:`head_axis`, then, for ``H = trap_heads``, each other
-        value of one axis with every other axis at the centre: the other shapes, sigma^2, lr and
-        initial scale.  ``trap_heads`` must be one of ``heads``."""
+    def slice(self, trap_heads: int = 2) -> list[Cell]:
+        """The slice both profiles train: :meth:`head_axis`, then, for ``H = trap_heads``, each
+        other value of one axis with every other axis at the centre: the other shapes, sigma^2, lr
+        and initial scale.  ``trap_heads`` must be one of ``heads``."""
         trap_heads = check_int("trap_heads", trap_heads, 1, 8)
         if trap_heads not in self.heads:
             fail("trap_heads", trap_heads, f"one of heads {list(self.heads)}")
@@ -211,17 +212,20 @@ class PhaseGrid:
 
     def plan(self, profile: str, seeds: int | None = None, slice_seeds: int | None = None,
              trap_heads: int = 2) -> dict[Cell, int]:
-        """``{cell: number of seeds}`` of a profile: in ``quick`` :meth:`quick_slice`, the head axis
-        with ``seeds`` each and the other cells with ``slice_seeds``; in ``paper`` :meth:`full`,
-        every cell with ``seeds``.  ``None``: the profile's (:data:`SEEDS`: quick 12 and 4, paper
-        16)."""
+        """``{cell: number of seeds}`` of a profile's :meth:`slice`: the head axis with ``seeds``
+        each and the other cells with ``slice_seeds``.  ``None``: the profile's (:data:`SEEDS`:
+        quick 12 and 4, paper 8 and 8, so that every cell of the paper profile can decide the
+        every-cell claims).  :meth:`full_plan` is the full grid."""
         check_choice("profile", profile, ("quick", "paper"))
         seeds = SEEDS[profile][0] if seeds is None else check_int("seeds", seeds, 1, 256)
         slice_seeds = SEEDS[profile][1] if slice_seeds is None else check_int("slice_seeds", slice_seeds, 1, 256)
-        if profile == "paper":
-            return {c: seeds for c in self.full()}
         axis = set(self.head_axis())
-        return {c: seeds if c in axis else slice_seeds for c in self.quick_slice(trap_heads)}
+        return {c: seeds if c in axis else slice_seeds for c in self.slice(trap_heads)}
+
+    def full_plan(self, seeds: int = FULL_SEEDS) -> dict[Cell, int]:
+        """``{cell: seeds}`` of the full grid (:meth:`full`, ``seeds`` each): a cluster's work
+        (``train-plan --executor dask``), projected by :func:`projected_seconds`."""
+        return {c: check_int("seeds", seeds, 1, 256) for c in self.full()}
 
 
 def profile_lrs(profile: str, lrs=None) -> tuple:

@@ -44,6 +44,7 @@ from ..paper1.anisotropic import rho_specs
 from ..paper1.optimality import proportional_specs, variant_specs
 from ..paper1.phase import PhaseGrid, grid_specs, profile_lrs
 from ..paper1.sweeps import as_heads, heads_sweep_specs
+from ..paper1.trap import horizon_config, trap_specs, trap_sweep
 from ..validate import check_choice, check_int, literal_list
 from .records import served
 
@@ -104,10 +105,14 @@ def _multitask(p: dict, profile: str) -> list[RunSpec]:  # chapter 7: the sweep 
     return _sweep(p, profile, data=data)
 
 
-def _phase(p: dict, profile: str) -> list[RunSpec]:  # chapter 9: the grid (quick: its slice)
-    grid = PhaseGrid(p["heads"], p["shapes"], p["sigma2s"], profile_lrs(profile, p["lrs"]), p["init_scales"])
-    plan = grid.plan(profile, p["seeds"], p["slice_seeds"], p["trap_heads"])
-    return grid_specs(plan, p["seed"], train_config(profile, steps=p.get("steps")))
+def _beyond(p: dict, profile: str) -> list[RunSpec]:  # chapter 9: the trap sweep, then the grid's slice
+    sweep = trap_sweep(profile, heads=p["trap_heads"], init_scales=p["init_scales"], lrs=p["lrs"],
+                       seeds=p["seeds"], anchor_seeds=p["anchor_seeds"])
+    grid = PhaseGrid(p["grid_heads"], p["grid_shapes"], p["grid_sigma2s"], profile_lrs(profile, p["grid_lrs"]),
+                     p["grid_init_scales"])
+    plan = grid.plan(profile, p["grid_seeds"], p["grid_slice_seeds"])
+    return (trap_specs(sweep, profile, p["seed"], p["steps"])
+            + grid_specs(plan, p["seed"], horizon_config(profile, p["steps"])))
 
 
 # chapter -> its runs from its parameters (chapters absent here train nothing)
@@ -118,7 +123,7 @@ CHAPTER_PLANS: dict[str, Callable[[dict, str], list[RunSpec]]] = {
     "05_optimality": _optimality,
     "06_anisotropic": _anisotropic,
     "07_multitask": _multitask,
-    "09_phase_diagram": _phase,
+    "09_phase_diagram": _beyond,
 }
 
 
