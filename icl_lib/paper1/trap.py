@@ -25,14 +25,27 @@ The cells are :class:`~icl_lib.paper1.phase.Cell` objects of chapter 9's grid an
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
+from typing import Mapping, Sequence
 
-from ..config import RunSpec, TrainConfig
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from ..circuits import mu_of, omega_of
+from ..config import DataConfig, RunSpec, TrainConfig
 from ..engine.profiles import train_config
+from ..engine.run import Run
+from ..engine.store import RunStore
+from ..stats import LEVEL, Estimate, proportion_ci
 from ..validate import check_choice, check_float_list, check_int, check_int_list, fail
-from .phase import Cell, grid_specs
+from .phase import Cell, fraction_diff, grid_specs, outcome_codes
+from .sweeps import heads_sweep_specs
 
-__all__ = ["TrapSweep", "STEPS", "SWEEP", "FIRST_SEED", "trap_sweep", "trap_specs", "horizon_config"]
+__all__ = ["TrapSweep", "STEPS", "SWEEP", "FIRST_SEED", "trap_sweep", "trap_specs", "horizon_config", "run_outcome",
+           "outcome_table", "select", "pattern_rate", "rate_table", "trap_given", "rank_auc", "seeds_to_decide",
+           "diff_seeds_to_decide", "settled_steps", "stored_long_runs", "summary"]
 
 STEPS = {"quick": 6_000, "paper": 20_000}  # the horizon: Adam steps of every run of the sweep
 FIRST_SEED = 1000  # the sweep's first seed: fresh (the other chapters use seeds below 100)
@@ -51,7 +64,7 @@ class TrapSweep:
     """The trap sweep's cells and seeds (chapter 9), validated by parameter name.
 
     ``heads`` (H in [2, 8]) train at ``lrs[0]`` over every initial scale; ``lr_heads`` (one of
-    ``heads``) also at every other rate.  The first initial scale and the first rate are the
+    ``heads``, default the first) also at every other rate.  The first initial scale and the first rate are the
     paper's (PyTorch's default, 1e-3); the anchor cells -- ``lrs[0]`` at the first and the last
     initial scale, every head count -- train ``anchor_seeds`` seeds, the others ``seeds``.
     """
@@ -61,7 +74,7 @@ class TrapSweep:
     lrs: tuple = (1e-3, 3e-3)
     seeds: int = 24
     anchor_seeds: int = 48
-    lr_heads: int = 2
+    lr_heads: int | None = None  # None: heads[0]
 
     def __post_init__(self):
         heads = check_int_list("heads", self.heads, 2, 8, max_len=7)
@@ -75,6 +88,8 @@ class TrapSweep:
         object.__setattr__(self, "lrs", tuple(lrs))
         object.__setattr__(self, "seeds", check_int("seeds", self.seeds, 2, 1024))
         object.__setattr__(self, "anchor_seeds", check_int("anchor_seeds", self.anchor_seeds, self.seeds, 4096))
+        if self.lr_heads is None:
+            object.__setattr__(self, "lr_heads", self.heads[0])
         if self.lr_heads not in self.heads:
             fail("lr_heads", self.lr_heads, f"one of heads {list(self.heads)}")
 
@@ -120,3 +135,175 @@ def trap_specs(sweep: TrapSweep, profile: str, seed: int = FIRST_SEED, steps: in
     """Every run of ``sweep``: seeds ``seed, seed + 1, ...`` per cell, :func:`horizon_config` at
     the cell's rate."""
     return grid_specs(sweep.plan(), seed, horizon_config(profile, steps))
+
+
+# ------------------------------------------------------------------------------------ the runs' outcomes
+def run_outcome(run: Run) -> dict:
+    """One run's row: its seed, whether it ends in the positive/negative pattern (``pattern``: the
+    outcome ``pos/neg`` of :func:`~icl_lib.paper1.phase.outcome_codes`, chapter 2's rules; anything
+    else -- single-sign, or circuits not of the form (3.1) -- is the trap), its raw outcome, the step
+    from which that binary outcome no longer changes (``settled``), the outcome at half the horizon
+    (``pattern at half``), the final validation loss, and the initialisation's predictors: whether
+    every ``mu_h`` at step 0 has one sign (``same sign``) and the off-diagonal KQ mass relative to
+    the diagonal at step 0, pooled over the heads (``KQ off/diag``), with ``omega0``, ``mu0``."""
+    h, d = run.history, run.d
+    out, _ = outcome_codes(h["KQ"], h["OV"], d)
+    steps = h["step"].numpy()
+    pattern = out == "pos/neg"
+    changed = np.nonzero(pattern != pattern[-1])[0]
+    settled = int(steps[changed[-1] + 1]) if len(changed) else int(steps[0])
+    half = max(int(np.searchsorted(steps, steps[-1] / 2, side="right")) - 1, 0)
+    KQ0, OV0 = h["KQ"][0].double(), h["OV"][0].double()
+    w0, m0 = omega_of(KQ0, d).numpy(), mu_of(OV0, d).numpy()
+    off2, diag2 = (KQ0[:, :, :d].pow(2).sum((-1, -2)) - KQ0[:, :d, :d].diagonal(dim1=-2, dim2=-1).pow(2).sum(-1),
+                   KQ0[:, :d, :d].diagonal(dim1=-2, dim2=-1).pow(2).sum(-1))
+    return {"seed": run.spec.seed, "pattern": bool(pattern[-1]), "outcome": str(out[-1]), "settled": settled,
+            "pattern at half": bool(pattern[half]), "val loss": float(h["val_loss"][-1]),
+            "same sign": bool((m0 > 0).all() or (m0 < 0).all()),
+            "KQ off/diag": float(math.sqrt(off2.sum() / diag2.sum())), "omega0": w0, "mu0": m0}
+
+
+def outcome_table(runs: Mapping[Cell, Sequence[Run]]) -> pd.DataFrame:
+    """One row per run (:func:`run_outcome`) with its cell's ``H``, ``lr`` and ``init_scale``."""
+    return pd.DataFrame([{"H": c.H, "lr": c.lr, "init_scale": c.init_scale, **run_outcome(r)}
+                         for c, rs in runs.items() for r in rs])
+
+
+def select(models: pd.DataFrame, H: int, lr: float, init_scale: float) -> pd.DataFrame:
+    """The rows of one cell."""
+    return models[(models.H == H) & np.isclose(models.lr, lr) & np.isclose(models.init_scale, init_scale)]
+
+
+def pattern_rate(models: pd.DataFrame, level: float = LEVEL) -> Estimate:
+    """The fraction of ``models`` that end in the pattern, with its exact interval."""
+    return proportion_ci(int(models.pattern.sum()), len(models), level)
+
+
+def rate_table(models: pd.DataFrame) -> pd.DataFrame:
+    """Per cell: seeds, seeds in the pattern and in the trap, the pattern's fraction with its exact
+    95 % interval, the median final validation loss of the trapped seeds and of the others."""
+    rows = []
+    for (H, lr, g), sub in models.groupby(["H", "lr", "init_scale"], sort=False):
+        e = pattern_rate(sub)
+        trapped = sub[~sub.pattern]
+        rows.append({"H": H, "lr": lr, "init": g, "seeds": len(sub), "pattern": int(sub.pattern.sum()),
+                     "trap": len(trapped), "rate": e.value, "lo": e.lo, "hi": e.hi,
+                     "loss (pattern)": float(sub[sub.pattern]["val loss"].median()) if sub.pattern.any() else math.nan,
+                     "loss (trap)": float(trapped["val loss"].median()) if len(trapped) else math.nan})
+    return pd.DataFrame(rows)
+
+
+def trap_given(models: pd.DataFrame, column: str) -> Estimate:
+    """``P(trap | column) - P(trap | not column)`` over ``models`` (a boolean predictor column read
+    from the initialisation), with :func:`~icl_lib.paper1.phase.fraction_diff`'s interval."""
+    yes, no = models[models[column]], models[~models[column]]
+    if not len(yes) or not len(no):
+        return Estimate(math.nan, -math.inf, math.inf, LEVEL, f"no seed with {column} {'false' if len(yes) else 'true'}")
+    return fraction_diff(int((~yes.pattern).sum()), len(yes), int((~no.pattern).sum()), len(no))
+
+
+def rank_auc(score: Sequence[float], label: Sequence[bool]) -> float:
+    """The probability that a random trapped seed (``label`` true) has a larger ``score`` than a
+    random seed in the pattern (ties count half): the area under the ROC curve, 0.5 for no signal."""
+    s, y = np.asarray(score, dtype=float), np.asarray(label, dtype=bool)
+    if y.all() or not y.any():
+        return math.nan
+    return float(sps.mannwhitneyu(s[y], s[~y]).statistic / (y.sum() * (~y).sum()))
+
+
+def _cp(x: float, n: float, level: float) -> tuple[float, float]:
+    """Clopper-Pearson bounds of ``x`` successes in ``n`` (``x`` may be fractional: a fraction kept
+    exactly while ``n`` grows), from the beta quantiles."""
+    a = (1 - level) / 2
+    lo = 0.0 if x <= 0 else float(sps.beta.ppf(a, x, n - x + 1))
+    hi = 1.0 if x >= n else float(sps.beta.ppf(1 - a, x + 1, n - x))
+    return lo, hi
+
+
+def seeds_to_decide(k: int, n: int, threshold: float, level: float = LEVEL, most: int = 100_000) -> int | None:
+    """The smallest number of seeds ``N >= n`` at which the fraction ``k / n``, kept as it is, would
+    have an exact interval on one side of ``threshold``: what would decide a claim ``fraction >=
+    threshold`` that this build leaves INCONCLUSIVE; ``None`` when the fraction equals it or no
+    ``N`` up to ``most`` does."""
+    p = check_int("k", k, 0, check_int("n", n, 1)) / n
+    if abs(p - threshold) < 1e-12:
+        return None
+    N = n
+    while N <= most:
+        lo, hi = _cp(p * N, N, level)
+        if lo > threshold or hi < threshold:
+            return N
+        N = max(N + 1, int(N * 1.02))
+    return None
+
+
+def diff_seeds_to_decide(k1: int, n1: int, k2: int, n2: int, threshold: float = 0.0, level: float = LEVEL,
+                         most: int = 100_000) -> int | None:
+    """The number of seeds of the first group at which :func:`fraction_diff`'s interval of the
+    difference ``k1/n1 - k2/n2`` (fractions kept, both groups grown in proportion) would lie on one
+    side of ``threshold``; ``None`` when the difference equals it or nothing up to ``most`` does."""
+    p1, p2 = k1 / n1, k2 / n2
+    if abs(p1 - p2 - threshold) < 1e-12:
+        return None
+    each = (1 + level) / 2
+    m = 1.0
+    while n1 * m <= most:
+        (lo1, hi1), (lo2, hi2) = _cp(p1 * n1 * m, n1 * m, each), _cp(p2 * n2 * m, n2 * m, each)
+        if lo1 - hi2 > threshold or hi1 - lo2 < threshold:
+            return int(math.ceil(n1 * m))
+        m *= 1.02
+    return None
+
+
+def settled_steps(runs: Sequence[Run]) -> pd.DataFrame:
+    """For stored long runs (chapter 2's 500,000 steps): each run's heads, seed, whether it ends in
+    the pattern and the step from which that no longer changes (:func:`run_outcome`'s ``settled``)."""
+    return pd.DataFrame([{"H": r.spec.model.heads, **{k: v for k, v in run_outcome(r).items()
+                                                        if k in ("seed", "pattern", "settled", "val loss")}}
+                         for r in runs])
+
+
+def stored_long_runs(heads: Sequence[int] = (2, 3, 4), seeds: int = 12) -> dict[int, list[Run]]:
+    """Chapter 2's paper-profile runs (500,000 Adam steps, seeds ``0 .. seeds - 1``) of ``heads``
+    from the run store, ``{H: [runs]}``; a head count the store does not hold whole is left out
+    (nothing is trained)."""
+    store = RunStore()
+    data = DataConfig(d=D, L=L, sigma2=SIGMA2)
+    out = {}
+    for H in heads:
+        specs = heads_sweep_specs([H], seeds, 0, data, train_config("paper"))
+        if all(store.entry(s) is not None for s in specs):
+            out[H] = [store.load(s) for s in specs]
+    return out
+
+
+def summary(models: pd.DataFrame, sweep: TrapSweep, claims) -> str:
+    """Chapter 9's summary in sentences, from this build's sweep (``models``, :func:`outcome_table`)
+    and the verdicts its ``claims`` recorded: per head count the pattern's rate at the paper's
+    setting and at the smallest initial scale, and what the paper's "consistently" became."""
+    verdict = {c.cid: c.verdict for c in claims.items}
+    g0, g1, lr0 = sweep.init_scales[0], sweep.init_scales[-1], sweep.lrs[0]
+    lines = []
+    for H in sweep.heads:
+        parts = []
+        for tag, g in dict.fromkeys([("", g0), ("-small-init", g1)]):
+            sub = select(models, H, lr0, g)
+            e = pattern_rate(sub)
+            parts.append(f"{int(sub.pattern.sum())} of {len(sub)} seeds reach the pattern at initial scale {g:g} "
+                         f"({e.value:.0%}, 95 % interval {e.lo:.0%} to {e.hi:.0%}; \"consistently\" "
+                         f"{verdict.get(f'consistently{tag}-H{H}', 'not claimed')})")
+        lines.append(f"- H = {H}: " + "; ".join(parts) + ".")
+    trapped = models[~models.pattern]
+    if len(trapped):
+        lines.append(f"- The {len(trapped)} trapped runs of the sweep end at a median validation loss of "
+                     f"{trapped['val loss'].median():.3f}, those in the pattern at "
+                     f"{models[models.pattern]['val loss'].median():.3f}.")
+    for cid, text in (("small-init-fewer-traps-H%d" % sweep.lr_heads, "a smaller initialisation removes traps"),
+                      ("trap-insensitive-to-lr", "the outcome is insensitive to the learning rate"),
+                      ("sign-agreement-predicts-trap", "same-sign OV scales at step 0 predict the trap"),
+                      ("gd41-predicts-outcome", "gradient descent on (4.1) predicts each seed's outcome"),
+                      ("true-loss-predicts-outcome", "Adam on the true loss of the form (3.1) predicts it"),
+                      ("trap-is-strict-local-minimum", "the trap is a strict local minimum of the true loss")):
+        if cid in verdict:
+            lines.append(f"- {text[0].upper() + text[1:]}: {verdict[cid]}.")
+    return "\n".join(lines)

@@ -1,0 +1,116 @@
+"""The single-sign trap of chapter 9 (tables of :mod:`icl_lib.paper1.trap` and
+:mod:`icl_lib.paper1.trap_dynamics`).
+
+* :func:`trap_rates`    -- the fraction of seeds in the pattern against the initial scale, one line
+  per head count and rate, with exact 95 % intervals and the paper's 0.9;
+* :func:`settled_plot`  -- the step from which each run's outcome no longer changes, for the
+  stored long runs and the sweep, against the horizon;
+* :func:`basin_map`     -- the outcome of the population dynamics over the initial ``(mu_1, mu_2)``
+  at ``omega = 0``, with the trained seeds' own starts on top;
+* :func:`trap_profile`  -- the true loss along the softest direction of the Hessian at the trap.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.colors import ListedColormap
+
+from .strips import PATTERN_COLORS
+
+__all__ = ["trap_rates", "settled_plot", "basin_map", "trap_profile"]
+
+TRAP_COLOR, PATTERN_COLOR = PATTERN_COLORS["single-sign"], PATTERN_COLORS["pos/neg"]
+
+
+def trap_rates(table: pd.DataFrame, threshold: float = 0.9, ax=None):
+    """``table`` (:func:`~icl_lib.paper1.trap.rate_table`): the pattern's fraction against the
+    initial scale (log axis), one line per ``(H, lr)``, exact 95 % intervals as error bars."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 3.6))
+    groups = list(table.groupby(["H", "lr"], sort=False))
+    for k, ((H, lr), sub) in enumerate(groups):
+        sub = sub.sort_values("init")
+        x = sub["init"].to_numpy() * (1 + 0.04 * (k - (len(groups) - 1) / 2))  # side by side
+        y = sub["rate"].to_numpy()
+        err = np.stack([y - sub["lo"].to_numpy(), sub["hi"].to_numpy() - y])
+        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=f"H = {H}, lr = {lr:g}")
+    ax.axhline(threshold, color="0.4", ls="--", lw=1, label=f'"consistently": {threshold:g}')
+    ax.set_xscale("log")
+    ax.set_xlabel("initial scale (x PyTorch's default)")
+    ax.set_ylabel("fraction in the pattern")
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(fontsize=8, loc="lower left")
+    return ax
+
+
+def settled_plot(stored: pd.DataFrame | None, sweep: pd.DataFrame, horizon: int, ax=None):
+    """Per run, the step from which its outcome no longer changes (log axis; runs never in the
+    pattern are drawn at their first logged step): the stored 500,000-step runs (``stored``, by
+    head count) and the sweep's runs (``sweep``, by cell), with the horizon and its half."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 3.4))
+    rows = []
+    if stored is not None and len(stored):
+        for H, sub in stored.groupby("H"):
+            rows.append((f"stored, H = {H}", sub))
+    for (H, lr, g), sub in sweep.groupby(["H", "lr", "init_scale"], sort=False):
+        rows.append((f"H = {H}, lr {lr:g}, init {g:g}", sub))
+    rng = np.random.default_rng(0)
+    for i, (label, sub) in enumerate(rows):
+        s = np.maximum(sub["settled"].to_numpy(), 1)
+        colors = np.where(sub["pattern"].to_numpy(), PATTERN_COLOR, TRAP_COLOR)
+        ax.scatter(s, i + rng.uniform(-0.25, 0.25, len(s)), s=8, c=list(colors), alpha=0.7)
+    ax.axvline(horizon, color="k", lw=1)
+    ax.axvline(horizon / 2, color="k", lw=1, ls="--")
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("step from which the outcome holds (dashed: half the horizon)")
+    ax.scatter([], [], c=PATTERN_COLOR, s=8, label="pattern")
+    ax.scatter([], [], c=TRAP_COLOR, s=8, label="trap")
+    ax.legend(fontsize=8, loc="lower right")
+    return ax
+
+
+def basin_map(axis: np.ndarray, maps: Mapping[str, np.ndarray], seeds: pd.DataFrame, fig=None):
+    """One panel per population dynamics (``maps``: name -> ``pattern (n, n)`` over the grid
+    ``axis`` of initial ``mu_1`` (columns) and ``mu_2`` (rows), at ``omega = 0``): the pattern's
+    basin light, the trap's dark; the trained seeds' own ``(mu_1, mu_2)`` at step 0 on top, coloured
+    by the outcome of their training."""
+    fig = fig or plt.figure(figsize=(3.3 * len(maps), 3.3))
+    axes = fig.subplots(1, len(maps), squeeze=False)[0]
+    cmap = ListedColormap(["#d9c7c0", "#c7d6e6"])  # trap, pattern
+    mu0 = np.stack(seeds["mu0"].to_numpy())
+    for ax, (name, pattern) in zip(axes, maps.items()):
+        ext = [axis[0], axis[-1], axis[0], axis[-1]]
+        ax.imshow(pattern.astype(float), origin="lower", extent=ext, cmap=cmap, vmin=0, vmax=1,
+                  interpolation="nearest")
+        for flag, color, label in ((True, PATTERN_COLOR, "trained: pattern"), (False, TRAP_COLOR, "trained: trap")):
+            pick = seeds["pattern"].to_numpy() == flag
+            ax.scatter(mu0[pick, 0], mu0[pick, 1], s=14, c=color, edgecolors="k", linewidths=0.4, label=label)
+        ax.axhline(0, color="0.3", lw=0.6)
+        ax.axvline(0, color="0.3", lw=0.6)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel(r"$\mu_1$ at step 0")
+        ax.set_ylabel(r"$\mu_2$ at step 0")
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def trap_profile(ts: np.ndarray, profiles: Mapping[str, Sequence[float]], ax=None):
+    """The true loss (minus its value at the trap) along the softest Hessian direction, ``t`` in
+    units of the parameters' norm, one line per trapped seed (``profiles``: label -> losses)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.6, 3.2))
+    for label, values in profiles.items():
+        v = np.asarray(values)
+        ax.plot(ts, v - v[len(v) // 2], marker=".", label=label)
+    ax.axhline(0, color="0.4", lw=0.8)
+    ax.set_xlabel("step along the softest direction (x parameter norm)")
+    ax.set_ylabel("true loss - loss at the trap")
+    ax.legend(fontsize=8)
+    return ax
