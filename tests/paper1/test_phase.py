@@ -72,39 +72,42 @@ def test_the_head_axis_is_every_head_count_at_the_centre():
     assert g.head_axis() == [ph.Cell(4, 8, 20, 0.5, 1e-2, 2.0), ph.Cell(2, 8, 20, 0.5, 1e-2, 2.0)]
 
 
-def test_the_quick_slice_is_every_head_count_at_the_centre_then_one_axis_at_a_time():
+def test_the_slice_is_every_head_count_at_the_centre_then_one_axis_at_a_time():
     g = ph.PhaseGrid(**GRID)
     want = [ph.Cell(1, 4, 32, 0.1, 3e-3, 1.0), ph.Cell(2, 4, 32, 0.1, 3e-3, 1.0), ph.Cell(3, 4, 32, 0.1, 3e-3, 1.0),
             ph.Cell(2, 2, 32, 0.1, 3e-3, 1.0), ph.Cell(2, 8, 32, 0.1, 3e-3, 1.0),  # the other shapes, in order
             ph.Cell(2, 4, 16, 0.1, 3e-3, 1.0), ph.Cell(2, 2, 16, 0.1, 3e-3, 1.0),
             ph.Cell(2, 4, 32, 0.3, 3e-3, 1.0), ph.Cell(2, 4, 32, 0.1, 1e-2, 1.0), ph.Cell(2, 4, 32, 0.1, 3e-3, 0.5)]
-    assert g.quick_slice(2) == want and g.quick_slice() == want
-    three = g.quick_slice(3)
+    assert g.slice(2) == want and g.slice() == want
+    three = g.slice(3)
     assert three[:3] == g.head_axis() and [x.H for x in three[3:]] == [3] * 7
     assert [(x.d, x.L, x.sigma2, x.lr, x.init_scale) for x in three[3:]] == \
         [(x.d, x.L, x.sigma2, x.lr, x.init_scale) for x in want[3:]]
     assert len(set(three)) == len(three)
     for bad in (4, 0):
         with pytest.raises(ValueError, match=r"^trap_heads="):
-            g.quick_slice(bad)
+            g.slice(bad)
     one = ph.PhaseGrid([2], [[5, 40]], [0.1], [3e-3], [1.0])
-    assert one.quick_slice(2) == one.full() == one.head_axis() == [ph.Cell(2, 5, 40, 0.1, 3e-3, 1.0)]
+    assert one.slice(2) == one.full() == one.head_axis() == [ph.Cell(2, 5, 40, 0.1, 3e-3, 1.0)]
 
 
 def test_the_plan_gives_the_head_axis_and_the_slice_their_seeds_by_profile():
     g = ph.PhaseGrid(**GRID)
-    assert ph.SEEDS == {"quick": (12, 4), "paper": (16, 16)}
+    assert ph.SEEDS == {"quick": (12, 4), "paper": (8, 8)}
     quick = g.plan("quick")
-    assert list(quick) == g.quick_slice(2)
+    assert list(quick) == g.slice(2)
     assert list(quick.values()) == [12] * 3 + [4] * 7  # the head axis (H = 2's centre among it), then the slice
     assert quick[ph.Cell(2, 4, 32, 0.1, 3e-3, 1.0)] == 12 and quick[ph.Cell(2, 2, 16, 0.1, 3e-3, 1.0)] == 4
     mine = g.plan("quick", seeds=5, slice_seeds=2, trap_heads=3)
-    assert list(mine.items()) == [(c, 5) for c in g.head_axis()] + [(c, 2) for c in g.quick_slice(3)[3:]]
+    assert list(mine.items()) == [(c, 5) for c in g.head_axis()] + [(c, 2) for c in g.slice(3)[3:]]
     assert list(g.plan("quick", seeds=7).values()) == [7] * 3 + [4] * 7
     assert list(g.plan("quick", slice_seeds=1).values()) == [12] * 3 + [1] * 7
-    paper = g.plan("paper")
-    assert list(paper) == g.full() and set(paper.values()) == {16}
-    assert list(g.plan("paper", seeds=3, slice_seeds=2).items()) == [(c, 3) for c in g.full()]
+    paper = g.plan("paper")  # the same slice, every cell with 8 seeds
+    assert list(paper) == g.slice(2) and set(paper.values()) == {8}
+    assert list(g.plan("paper", seeds=3, slice_seeds=2).values()) == [3] * 3 + [2] * 7
+    full = g.full_plan()
+    assert list(full) == g.full() and set(full.values()) == {ph.FULL_SEEDS} == {16}
+    assert set(g.full_plan(3).values()) == {3}
     with pytest.raises(ValueError) as err:
         g.plan("quick", seeds=0)
     assert str(err.value) == "seeds=0 is invalid: accepted an integer in [1, 256]"
@@ -137,7 +140,8 @@ def test_grid_specs_one_run_per_cell_and_seed_with_the_cells_rate_and_scale():
     assert ph.grid_specs({}, 0, tc) == []
     g = ph.PhaseGrid(**GRID)
     assert len(ph.grid_specs(g.plan("quick"), 0, tc)) == 3 * 12 + 7 * 4
-    assert len(ph.grid_specs(g.plan("paper", seeds=2), 0, tc)) == 2 * len(g.full())
+    assert len(ph.grid_specs(g.plan("paper", seeds=2, slice_seeds=2), 0, tc)) == 2 * len(g.slice())
+    assert len(ph.grid_specs(g.full_plan(2), 0, tc)) == 2 * len(g.full())
     for bad in (0, 257):
         with pytest.raises(ValueError, match=r"^seeds="):
             ph.grid_specs({**plan, ph.Cell(1, 4, 16, 0.1, 1e-2, 0.5): bad}, 0, tc)
@@ -156,10 +160,10 @@ def test_grid_specs_one_run_per_cell_and_seed_with_the_cells_rate_and_scale():
 
 
 def test_the_profiles_rates():
-    assert ph.profile_lrs("quick") == ph.LRS["quick"] == (3e-3, 1e-3, 1e-2)
-    assert ph.profile_lrs("paper") == ph.LRS["paper"] == (1e-3, 3e-4, 3e-3)
-    for profile in ("quick", "paper"):  # the first rate is the profile's own (chapters 2 and 5)
-        assert ph.profile_lrs(profile)[0] == train_config(profile).lr
+    assert ph.profile_lrs("quick") == ph.LRS["quick"] == (1e-3, 3e-3, 1e-2)
+    assert ph.profile_lrs("paper") == ph.LRS["paper"] == (1e-3, 3e-3, 1e-2)
+    for profile in ("quick", "paper"):  # the first rate is the paper's (chapter 9's trap sweep shares it)
+        assert ph.profile_lrs(profile)[0] == train_config("paper").lr
     assert ph.profile_lrs("paper", [0.01, 0.02]) == [0.01, 0.02] and ph.profile_lrs("quick", (5e-3,)) == (5e-3,)
     with pytest.raises(ValueError, match=r"^profile="):
         ph.profile_lrs("fast")

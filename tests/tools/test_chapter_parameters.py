@@ -104,8 +104,10 @@ SETTINGS = {
     "07_multitask.ipynb": dict(heads=[2], seeds=1, d=5, supports=[[0, 1, 2], [2, 3, 4]], L=16, steps=20,
                                n_test=500, n_bayes=2000),
     "08_preconditioned_convergence.ipynb": dict(n=64, K=4, kappas=[1, 4, 16]),
-    "09_phase_diagram.ipynb": dict(heads=[2, 1], shapes=[[3, 12], [4, 8]], sigma2s=[0.2], lrs=[1e-2, 3e-3],
-                                   init_scales=[0.5], seeds=2, slice_seeds=1, steps=20, n_test=500, seed=5),
+    "09_phase_diagram.ipynb": dict(trap_heads=[2], init_scales=[0.5], lrs=[3e-3], seeds=2, anchor_seeds=2, steps=100,
+                                   n_mc=1000, n_batches=4, restricted_steps=10, grid_heads=[2, 1],
+                                   grid_shapes=[[3, 12], [4, 8]], grid_sigma2s=[0.2], grid_lrs=[1e-2, 3e-3],
+                                   grid_init_scales=[0.5], grid_seeds=2, grid_slice_seeds=1, n_test=500, seed=5),
 }
 
 

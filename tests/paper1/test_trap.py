@@ -1,0 +1,151 @@
+"""Chapter 9's trap sweep (icl_lib.paper1.trap) and its population dynamics (trap_dynamics)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from icl_lib.config import DataConfig
+from icl_lib.data import sample_batch
+from icl_lib.paper1 import trap, trap_dynamics as td
+from icl_lib.paper1.approx_loss import ApproxLossConfig, approx_loss
+from icl_lib.paper1.phase import Cell
+from icl_lib.stats import proportion_ci
+from icl_lib.validate import renamed
+
+
+def test_the_sweep_crosses_the_rates_for_one_head_count_and_gives_the_anchors_more_seeds():
+    sw = trap.TrapSweep(heads=(2, 3), init_scales=(1.0, 0.1, 0.01), lrs=(1e-3, 3e-3), seeds=4, anchor_seeds=6)
+    plan = sw.plan()
+    assert sw.lr_heads == 2  # the first head count
+    assert list(plan.items()) == [
+        (Cell(2, 5, 40, 0.1, 1e-3, 1.0), 6), (Cell(2, 5, 40, 0.1, 1e-3, 0.1), 4), (Cell(2, 5, 40, 0.1, 1e-3, 0.01), 6),
+        (Cell(2, 5, 40, 0.1, 3e-3, 1.0), 4), (Cell(2, 5, 40, 0.1, 3e-3, 0.1), 4), (Cell(2, 5, 40, 0.1, 3e-3, 0.01), 4),
+        (Cell(3, 5, 40, 0.1, 1e-3, 1.0), 6), (Cell(3, 5, 40, 0.1, 1e-3, 0.1), 4), (Cell(3, 5, 40, 0.1, 1e-3, 0.01), 6)]
+    one = trap.TrapSweep(heads=(4,), init_scales=(0.5,), lrs=(1e-3,), seeds=2, anchor_seeds=3)
+    assert one.plan() == {Cell(4, 5, 40, 0.1, 1e-3, 0.5): 3}
+
+
+def test_the_profiles_sweeps_and_their_runs():
+    paper = trap.trap_sweep("paper")
+    assert sum(paper.plan().values()) == 528 and len(paper.plan()) == 16
+    specs = trap.trap_specs(paper, "paper")
+    assert len(specs) == 528 and {s.train.steps for s in specs} == {20_000} and min(s.seed for s in specs) == 1000
+    assert {s.train.lr for s in specs} == {1e-3, 3e-3} and {s.model.init_scale for s in specs} == {1.0, 0.3, 0.1, 0.03}
+    quick = trap.trap_specs(trap.trap_sweep("quick"), "quick", seed=7, steps=300)
+    assert len(quick) == 80 and {s.train.steps for s in quick} == {300} and min(s.seed for s in quick) == 7
+    assert trap.trap_sweep("quick", seeds=3, anchor_seeds=None).seeds == 3
+    cfg = trap.horizon_config("paper")
+    assert (cfg.steps, cfg.batch, cfg.optimizer, cfg.n_log, cfg.val_size) == (20_000, 256, "adam", 160, 2048)
+
+
+@pytest.mark.parametrize("kw, name", [({"heads": (1,)}, "heads"), ({"heads": (2, 2)}, "heads"),
+                                      ({"init_scales": (0.0,)}, "init_scales"), ({"lrs": (0.5,)}, "lrs"),
+                                      ({"seeds": 1}, "seeds"), ({"seeds": 8, "anchor_seeds": 4}, "anchor_seeds"),
+                                      ({"lr_heads": 5}, "lr_heads")])
+def test_a_bad_sweep_is_refused_by_name(kw, name):
+    with pytest.raises(ValueError, match=rf"^{name}(\[\d+\])?="):
+        trap.TrapSweep(**kw)
+    with pytest.raises(ValueError, match=r"^steps="):
+        trap.horizon_config("paper", steps=10)
+    with pytest.raises(ValueError, match=r"^profile="):
+        trap.trap_sweep("fast")
+
+
+def test_renamed_reports_the_chapters_name():
+    with pytest.raises(ValueError, match=r"^trap_heads\[0\]=1 is invalid"):
+        with renamed(heads="trap_heads"):
+            trap.TrapSweep(heads=(1,))
+    with pytest.raises(ValueError, match=r"^seeds=1 is invalid"):  # a name not renamed stays
+        with renamed(heads="trap_heads"):
+            trap.TrapSweep(seeds=1)
+
+
+def test_seeds_to_decide_keeps_the_fraction_and_finds_the_first_deciding_size():
+    assert trap.seeds_to_decide(24, 24, 0.9) == 36  # all seeds in the pattern: 0.025 ** (1 / n) > 0.9 from n = 36
+    assert proportion_ci(36, 36).lo > 0.9 > proportion_ci(35, 35).lo
+    n = trap.seeds_to_decide(9, 12, 0.9)  # 3 of 12 trapped: the upper end falls below 0.9
+    assert 12 < n < 60
+    assert trap.seeds_to_decide(0, 3, 0.9) == 3  # already decided
+    assert trap.seeds_to_decide(9, 10, 0.9) is None  # the fraction sits on the threshold
+    n = trap.diff_seeds_to_decide(6, 12, 1, 12)
+    assert n is not None and n >= 12
+    assert trap.diff_seeds_to_decide(3, 12, 3, 12) is None
+
+
+def test_trap_given_and_the_auc():
+    models = pd.DataFrame({"pattern": [False, False, True, True, True, True],
+                           "same sign": [True, True, True, False, False, False]})
+    e = trap.trap_given(models, "same sign")
+    assert e.value == pytest.approx(2 / 3) and e.lo < e.value < e.hi
+    assert math.isinf(trap.trap_given(models[models["same sign"]], "same sign").hi)  # one group empty
+    assert trap.rank_auc([3, 2, 1, 0.5], [True, True, False, False]) == 1.0
+    assert trap.rank_auc([0, 1, 2, 3], [True, True, False, False]) == 0.0
+    assert math.isnan(trap.rank_auc([1, 2], [True, True]))
+
+
+def test_at_omega_zero_the_kq_scales_grow_with_the_sign_of_their_own_ov_scale():
+    """The mechanism chapter 9 reads from (4.1): d/d omega at omega = 0 is -2 mu, exactly."""
+    cfg = ApproxLossConfig(5, 40, 0.1)
+    mu = torch.tensor([0.2, -0.05], dtype=torch.float64)
+    omega = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(approx_loss(mu, omega, cfg), omega)
+    assert torch.allclose(g, -2 * mu)
+    axis, gd = td.basin(lambda m, w: td.approx_adam(m, w, cfg, 1e-2, 2000), 0.2, n=9)
+    one = np.sign(axis[:, None]) == np.sign(axis[None, :])
+    off_axes = (axis[:, None] != 0) & (axis[None, :] != 0)
+    assert not gd[one & off_axes].any() and gd[~one & off_axes].all()
+
+
+def test_end_pattern_reads_both_signs_among_the_live_heads():
+    omega = np.array([[0.5, -0.4], [0.5, 0.4], [0.5, -0.01]])
+    mu = np.array([[2.0, -1.5], [2.0, 1.5], [2.0, -0.01]])  # last: a dummy negative head
+    assert td.end_pattern(mu, omega).tolist() == [True, False, False]
+
+
+def test_the_restricted_loss_is_the_circuit_loss_of_the_form_3_1():
+    data = DataConfig(d=4, L=12, sigma2=0.1)
+    b = sample_batch(data, 200, 3, dtype=torch.float64)
+    omega, mu = torch.tensor([[0.7, -0.3]], dtype=torch.float64), torch.tensor([[1.2, -0.8]], dtype=torch.float64)
+    D = 5
+    kq = torch.zeros(2, D, 4, dtype=torch.float64)
+    kq[:, range(4), range(4)] = omega[0, :, None]
+    ov = torch.zeros(2, D, dtype=torch.float64)
+    ov[:, 4] = mu[0]
+    theta = torch.cat([kq.reshape(-1), ov.reshape(-1)])
+    args = (b.x, b.y[..., 0], b.xq, b.yq[..., 0])
+    assert torch.allclose(td.restricted_loss(mu, omega, *args)[0], td.circuit_loss(theta, 2, 4, *args))
+    m, w = td.restricted_adam(np.array([[0.1, 0.1]]), np.array([[0.01, 0.01]]), data, 1e-2, 30, batch=32, seed=1)
+    assert m.shape == w.shape == (1, 2) and np.isfinite(m).all()
+
+
+@pytest.mark.parametrize("H", [1, 2, 3])
+def test_the_closed_form_hessian_is_autograds(H):
+    data = DataConfig(d=3, L=10, sigma2=0.2)
+    b = sample_batch(data, 150, H, dtype=torch.float64)
+    args = (H, 3, b.x, b.y[..., 0], b.xq, b.yq[..., 0])
+    theta = torch.randn(H * (4 * 3 + 4), dtype=torch.float64, generator=torch.Generator().manual_seed(H)) * 0.5
+    want_h = torch.autograd.functional.hessian(lambda p: td.circuit_loss(p, *args), theta)
+    want_g = torch.func.grad(td.circuit_loss)(theta, *args)
+    g, h = td.circuit_derivatives(theta, *args)
+    assert torch.allclose(g, want_g, atol=1e-12) and torch.allclose(h, want_h, atol=1e-11)
+
+
+def test_circuit_hessian_finds_a_minimum_and_a_saddle():
+    """At the loss's minimiser over OV (KQ = 0: uniform attention, a linear least-squares problem in
+    OV) the OV block is positive definite; the returned interval brackets the smallest eigenvalue."""
+    data = DataConfig(d=2, L=6, sigma2=0.1)
+    KQ = torch.zeros(1, 3, 3, dtype=torch.float64)
+    OV = torch.zeros(1, 1, 3, dtype=torch.float64)
+    OV[0, 0, 2] = 0.3
+    out = td.circuit_hessian(KQ, OV, data, n=2000, batches=4, seed=0, boot=200)
+    e = out["lam_min"]
+    assert e.lo <= e.value <= e.hi + 1e-12 and len(out["eig"]) == 3 * 2 + 3
+    assert out["vec"].shape == (9, 9) and out["grad_norm"] >= 0 and out["grad_se"] >= 0
+    ts = np.linspace(-0.1, 0.1, 5)
+    prof = td.direction_profile(out["theta"], out["vec"][:, -1], 1, data, ts, 500, 0)
+    assert prof.shape == (5,) and prof[2] == pytest.approx(float(prof.min()), abs=0.05)
+    with pytest.raises(ValueError, match=r"^batches="):
+        td.circuit_hessian(KQ, OV, data, n=2000, batches=1, seed=0)
