@@ -63,7 +63,9 @@ def _parser() -> argparse.ArgumentParser:
         q.add_argument("--chapters", default=None, help="only these chapters, comma-separated (e.g. 02,05; default all)")
         q.add_argument("--backend", default="auto", help="on a CPU: fused (one compiled loop per group of sequences) or eager (PyTorch ops); default auto: fused on a cpu, eager on cuda")
         if name == "plan":
-            q.add_argument("--no-measure", action="store_true", help="do not measure the training rate")
+            q.add_argument("--measure", action="store_true",
+                           help="time a few steps of every ensemble here (default: the cost model, at once)")
+            q.add_argument("--no-measure", action="store_true", help="the cost model (the default)")
         else:
             q.add_argument("--checkpoint-every", type=float, default=60.0, help="seconds between checkpoints")
             q.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -147,7 +149,7 @@ def _plan(args) -> int:
 
     plan = book.select_chapters(book.book_plan(args.profile, args.book or book.BOOK), args.chapters)
     if args.command == "plan":
-        print(book.describe(plan, args.device, measure=not args.no_measure, backend=args.backend))
+        print(book.describe(plan, args.device, measure=args.measure and not args.no_measure, backend=args.backend))
         return 0
     every = check_float("checkpoint_every", args.checkpoint_every, 0.0, 86_400.0, lo_open=True)
     print(book.describe(plan, args.device, measure=False, backend=args.backend))

@@ -49,7 +49,8 @@ from ..validate import check_choice, check_int, literal_list
 from .records import served
 
 __all__ = ["BOOK", "CHAPTER_PLANS", "chapter_parameters", "book_plan", "select_chapters", "unique_specs", "describe", "train_plan",
-           "store_plan", "store_summary", "published_profiles", "missing_runs", "CPU_PAPER_CHAPTERS", "EARLY_STEP", "EnsembleTiming"]
+           "store_plan", "store_summary", "published_profiles", "missing_runs", "CPU_PAPER_CHAPTERS", "EARLY_STEP", "EnsembleTiming",
+           "estimate_timing", "REFERENCE_RATES"]
 
 BOOK = Path(__file__).resolve().parents[2] / "book"  # the chapters of a source checkout
 EARLY_STEP = 2000  # the stored early checkpoint of a paper-profile run (its integrity test retrains to it)
@@ -201,6 +202,35 @@ def _measure(specs: list[RunSpec], execution: Execution, steps: int = 6) -> Ense
     return EnsembleTiming(len(specs), max(t1 - t0, 1e-9) / steps, t2 - t1)
 
 
+# The cost model of :func:`describe` without ``measure``: model-steps per second of one thread at
+# the reference shape (d = 5, L = 40, one task, two heads, batch 256), by backend, measured by
+# `make bench` on this project's build machine (an Intel Xeon core with AVX-512: the fused step
+# 3,000-3,700 on one core, the eager engine 1,133 for 32 models on two); on a GPU the engine's rate
+# on one H200 (256 models).  A run's cost scales with (L + 1) (d + N) H batch, its history records
+# with their validation prompts (a forward pass: a third of a step per prompt).
+REFERENCE_RATES = {"fused": 3_000.0, "eager": 560.0, "cuda": 24_732.0}
+REFERENCE_WORK = 41 * 6 * 2 * 256
+
+
+def _work(spec: RunSpec) -> int:
+    d = spec.data
+    return (d.L + 1) * (d.d + d.n_tasks) * spec.model.heads * spec.train.batch
+
+
+def estimate_timing(specs: list[RunSpec], execution: Execution, threads: int | None = None) -> EnsembleTiming:
+    """The cost model's :class:`EnsembleTiming` of one ensemble (no training): the reference rate
+    of the device and backend (:data:`REFERENCE_RATES`, per thread on a CPU, times ``threads``,
+    default torch's) scaled by each run's work per step against the reference shape's."""
+    if execution.device.type == "cuda":
+        rate = REFERENCE_RATES["cuda"]
+    else:
+        rate = REFERENCE_RATES[execution.backend] * (threads or torch.get_num_threads())
+    work = sum(_work(s) for s in specs) / max(len(specs), 1)
+    step = len(specs) * work / (rate * REFERENCE_WORK)
+    record = step * specs[0].train.val_size / specs[0].train.batch / 3 if specs else 0.0
+    return EnsembleTiming(len(specs), step, record)
+
+
 def _availability(plan: dict[str, list[RunSpec]], ex: Execution, cache: RunCache) -> tuple[dict, set, set, dict]:
     """The distinct runs of ``plan`` by their run-cache key on this execution, the keys found in
     the run cache, those found (only) in the run store, and the runs in neither (to train)."""
@@ -218,11 +248,12 @@ def missing_runs(plan: dict[str, list[RunSpec]], device: str = "auto", backend: 
     return list(_availability(plan, Execution.resolve(device, backend=backend), RunCache())[3].values())
 
 
-def describe(plan: dict[str, list[RunSpec]], device: str = "auto", measure: bool = True, max_ensemble: int = 64,
+def describe(plan: dict[str, list[RunSpec]], device: str = "auto", measure: bool = False, max_ensemble: int = 64,
              backend: str = "auto") -> str:
     """The plan in words: runs per chapter (in the run cache, in the run store, or to train), the
-    ensembles the engine trains (shape, models, steps, model-steps, measured rate and time with
-    ``backend``) and the totals."""
+    ensembles the engine trains (shape, models, steps, model-steps, rate and time with ``backend``)
+    and the totals.  The rates come from the cost model (:func:`estimate_timing`, instant) or,
+    with ``measure``, from timing a few steps of every ensemble here (seconds each)."""
     ex = Execution.resolve(device, backend=backend)
     cache = RunCache()
     lines = []
@@ -238,19 +269,18 @@ def describe(plan: dict[str, list[RunSpec]], device: str = "auto", measure: bool
         s0 = specs[0]
         ms = len(specs) * s0.train.steps
         total_ms += ms
-        if measure:
-            timing = _measure(specs, ex)
-            records = len(s0.train.log_steps())
-            seconds = timing.seconds(s0.train.steps, records)
-            if chunk in solo:
-                seconds_solo += seconds
-            else:
-                seconds_together += seconds
-            cost = (f", {timing.model_steps_per_s:,.0f} model-steps/s + {records} history records of "
-                    f"{timing.record_seconds:.2g} s, {seconds / 60:.1f} min")
+        timing = _measure(specs, ex) if measure else estimate_timing(specs, ex)
+        records = len(s0.train.log_steps())
+        seconds = timing.seconds(s0.train.steps, records)
+        if chunk in solo:
+            seconds_solo += seconds
+        else:
+            seconds_together += seconds
+        cost = (f", {timing.model_steps_per_s:,.0f} model-steps/s + {records} history records of "
+                f"{timing.record_seconds:.2g} s, {seconds / 60:.1f} min")
         shape = f"d={s0.data.d} L={s0.data.L} tasks={s0.data.n_tasks} {s0.model.attention}"
         rows.append(f"  {shape:38s} {len(specs):3d} models x {s0.train.steps:,} steps = {ms:,} model-steps"
-                    + (cost if measure else "") + ("" if chunk in solo else " (side by side)"))
+                    + cost + ("" if chunk in solo else " (side by side)"))
     # an ensemble trained side by side runs single-threaded, T of them at once on T threads: about
     # the time of training them one after another on all threads (the rate measured here)
     estimate = seconds_solo + seconds_together
@@ -258,9 +288,11 @@ def describe(plan: dict[str, list[RunSpec]], device: str = "auto", measure: bool
             f"{len(todo)} distinct, {len(cached)} already in the run cache ({cache.root}), "
             f"{len(stored)} in the run store"]
     tail = [f"to train: {len(missing)} runs as {len(chunks)} ensembles, {total_ms:,} model-steps"]
-    if measure and chunks:
-        tail.append(f"expected time on this device: about {estimate / 60:.1f} min (rates measured alone with all "
-                    "threads; ensembles marked side by side share the cores, one thread each)")
+    if chunks:
+        how = ("rates measured alone with all threads" if measure else
+               "rates from the cost model, calibrated on the build machine's benchmark; --measure times them here")
+        tail.append(f"expected time on this device: about {estimate / 60:.1f} min ({how}; ensembles marked side "
+                    "by side share the cores, one thread each)")
     return "\n".join(head + lines + ["ensembles:"] + (rows or ["  (none: every run is cached)"]) + tail)
 
 

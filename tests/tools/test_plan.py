@@ -1,6 +1,7 @@
 """The book's plan and train-plan: every chapter's runs known without executing it, trained as few
 large ensembles, resumable; a model packed with other chapters' runs ends where it ends alone."""
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -187,3 +188,16 @@ def test_the_published_book_shows_a_chapter_in_the_paper_profile_once_its_runs_a
     status = book.store_plan(plan, early_step=10, device="cpu", command="test", progress=False)
     assert status["complete"]
     assert book.published_profiles(names, book_dir)["01_setup"] == "paper"
+
+
+def test_the_cost_model_scales_with_the_work_of_a_step():
+    ex = Execution.resolve("cpu", backend="fused")
+    base = RunSpec(data=DataConfig(d=5, L=40, sigma2=0.1), model=ModelConfig(heads=2), train=TrainConfig(), seed=0)
+    ref = book.estimate_timing([base] * 4, ex, threads=1)
+    assert ref.model_steps_per_s == pytest.approx(book.REFERENCE_RATES["fused"])  # the reference shape, one thread
+    assert book.estimate_timing([base] * 4, ex, threads=2).model_steps_per_s == pytest.approx(2 * ref.model_steps_per_s)
+    big = dataclasses.replace(base, data=DataConfig(d=8, L=81, sigma2=0.1), model=ModelConfig(heads=4))
+    slow = book.estimate_timing([big] * 4, ex, threads=1)
+    assert slow.step_seconds == pytest.approx(ref.step_seconds * (82 * 9 * 4) / (41 * 6 * 2))
+    eager = book.estimate_timing([base] * 4, Execution.resolve("cpu", backend="eager"), threads=1)
+    assert eager.step_seconds > ref.step_seconds and ref.record_seconds > 0
