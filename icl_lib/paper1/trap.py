@@ -45,7 +45,7 @@ from .sweeps import heads_sweep_specs
 
 __all__ = ["TrapSweep", "STEPS", "SWEEP", "FIRST_SEED", "trap_sweep", "trap_specs", "horizon_config", "run_outcome",
            "outcome_table", "select", "pattern_rate", "rate_table", "trap_given", "rank_auc", "seeds_to_decide",
-           "diff_seeds_to_decide", "settled_steps", "stored_long_runs", "summary"]
+           "diff_seeds_to_decide", "settled_steps", "stored_long_runs", "summary", "seeds_for_interval"]
 
 STEPS = {"quick": 6_000, "paper": 20_000}  # the horizon: Adam steps of every run of the sweep
 FIRST_SEED = 1000  # the sweep's first seed: fresh (the other chapters use seeds below 100)
@@ -180,14 +180,16 @@ def pattern_rate(models: pd.DataFrame, level: float = LEVEL) -> Estimate:
 
 
 def rate_table(models: pd.DataFrame) -> pd.DataFrame:
-    """Per cell: seeds, seeds in the pattern and in the trap, the pattern's fraction with its exact
-    95 % interval, the median final validation loss of the trapped seeds and of the others."""
+    """Per cell: seeds, seeds in the pattern and in the trap (and how many of those end with circuits
+    not of the form (3.1), ``unformed``), the pattern's fraction with its exact 95 % interval, the
+    median final validation loss of the trapped seeds and of the others."""
     rows = []
     for (H, lr, g), sub in models.groupby(["H", "lr", "init_scale"], sort=False):
         e = pattern_rate(sub)
         trapped = sub[~sub.pattern]
         rows.append({"H": H, "lr": lr, "init": g, "seeds": len(sub), "pattern": int(sub.pattern.sum()),
-                     "trap": len(trapped), "rate": e.value, "lo": e.lo, "hi": e.hi,
+                     "trap": len(trapped), "of which unformed": int((trapped.outcome == "unformed").sum()),
+                     "rate": e.value, "lo": e.lo, "hi": e.hi,
                      "loss (pattern)": float(sub[sub.pattern]["val loss"].median()) if sub.pattern.any() else math.nan,
                      "loss (trap)": float(trapped["val loss"].median()) if len(trapped) else math.nan})
     return pd.DataFrame(rows)
@@ -253,6 +255,17 @@ def diff_seeds_to_decide(k1: int, n1: int, k2: int, n2: int, threshold: float = 
             return int(math.ceil(n1 * m))
         m *= 1.02
     return None
+
+
+def seeds_for_interval(e: Estimate, threshold: float, n: int) -> int | None:
+    """For a mean-like estimate over ``n`` seeds whose interval straddles ``threshold``: the seeds
+    at which an interval of the same centre, shrinking as ``1 / sqrt(n)``, would exclude it (a
+    rough guide for t intervals and slopes; ``None`` when the value sits on the threshold)."""
+    gap = abs(e.value - threshold)
+    half = (e.hi - e.lo) / 2
+    if not math.isfinite(half) or gap < 1e-12:
+        return None
+    return max(n, int(math.ceil(n * (half / gap) ** 2)))
 
 
 def settled_steps(runs: Sequence[Run]) -> pd.DataFrame:

@@ -149,3 +149,24 @@ def test_circuit_hessian_finds_a_minimum_and_a_saddle():
     assert prof.shape == (5,) and prof[2] == pytest.approx(float(prof.min()), abs=0.05)
     with pytest.raises(ValueError, match=r"^batches="):
         td.circuit_hessian(KQ, OV, data, n=2000, batches=1, seed=0)
+
+
+def test_the_held_out_curvature_is_unbiased_along_a_direction_chosen_elsewhere():
+    rng = np.random.default_rng(0)
+    base = torch.diag(torch.tensor([-0.5, 1.0, 2.0], dtype=torch.float64))
+    Hs = torch.stack([base + 0.01 * torch.from_numpy(rng.normal(size=(3, 3))) for _ in range(8)])
+    Hs = (Hs + Hs.mT) / 2
+    e, v = td.heldout_curvature({"hessians": Hs})
+    assert e.hi < 0 and abs(abs(v[0]) - 1) < 1e-3 and e.lo < -0.5 < e.hi + 0.05
+    with pytest.raises(ValueError, match=r"^batches="):
+        td.heldout_curvature({"hessians": Hs[:3]})
+    shares = td.direction_shares(np.ones(2 * (4 * 3 + 4)), 2, 3)
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert shares["KQ diagonal"] == pytest.approx(6 / 32) and shares["OV label"] == pytest.approx(2 / 32)
+
+
+def test_seeds_for_interval_shrinks_as_one_over_root_n():
+    from icl_lib.stats import Estimate
+    assert trap.seeds_for_interval(Estimate(0.06, 0.02, 0.10), 0.05, 8) in (128, 129)  # 8 (0.04 / 0.01) ** 2
+    assert trap.seeds_for_interval(Estimate(0.05, 0.02, 0.08), 0.05, 8) is None
+    assert trap.seeds_for_interval(Estimate(0.2, 0.15, 0.25), 0.05, 8) == 8  # already decided
