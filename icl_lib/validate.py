@@ -9,12 +9,9 @@ from __future__ import annotations
 import ast
 import math
 import numbers
-import re
-from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
-__all__ = ["fail", "check_int", "check_float", "check_choice", "check_int_list", "check_float_list", "literal_list",
-           "renamed"]
+__all__ = ["fail", "check_int", "check_float", "check_choice", "check_int_list", "check_float_list", "literal_list"]
 
 
 def fail(name: str, value: Any, accepted: str) -> None:
@@ -125,17 +122,3 @@ def literal_list(name: str, value: Any) -> Any:
         return ast.literal_eval(value.strip())
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         fail(name, value, "a list literal such as [1, 2]")
-
-
-@contextmanager
-def renamed(**names: str) -> Iterator[None]:
-    """Inside the block, a :class:`ValueError` that names a parameter ``old`` (``old=...``,
-    ``old[2]=...``) is raised again naming ``names[old]`` instead: a configuration validated by its
-    own field names (``heads``) reports the chapter's parameter (``grid_heads``).  Chapter 9."""
-    try:
-        yield
-    except ValueError as err:
-        m = re.match(r"([A-Za-z_]\w*)(?=[=\[ ])", str(err))
-        if m and m.group(1) in names:
-            raise ValueError(names[m.group(1)] + str(err)[m.end():]) from err
-        raise

@@ -13,7 +13,7 @@ from icl_lib.paper1 import trap, trap_dynamics as td
 from icl_lib.paper1.approx_loss import ApproxLossConfig, approx_loss
 from icl_lib.paper1.phase import Cell
 from icl_lib.stats import proportion_ci
-from icl_lib.validate import renamed
+from icl_lib.chapter import renamed
 
 
 def test_the_sweep_crosses_the_rates_for_one_head_count_and_gives_the_anchors_more_seeds():
