@@ -24,6 +24,7 @@ from .strips import PATTERN_COLORS
 __all__ = ["trap_rates", "settled_plot", "basin_map", "trap_profile"]
 
 TRAP_COLOR, PATTERN_COLOR = PATTERN_COLORS["single-sign"], PATTERN_COLORS["pos/neg"]
+EDGE = 30  # the step at which settled_plot draws runs never in the pattern
 
 
 def trap_rates(table: pd.DataFrame, threshold: float = 0.9, ax=None):
@@ -48,9 +49,9 @@ def trap_rates(table: pd.DataFrame, threshold: float = 0.9, ax=None):
 
 
 def settled_plot(stored: pd.DataFrame | None, sweep: pd.DataFrame, horizon: int, ax=None):
-    """Per run, the step from which its outcome no longer changes (log axis; runs never in the
-    pattern are drawn at their first logged step): the stored 500,000-step runs (``stored``, by
-    head count) and the sweep's runs (``sweep``, by cell), with the horizon and its half."""
+    """Per run, the step from which its outcome no longer changes (log axis; runs that were never
+    in the pattern are drawn at the left edge): the stored 500,000-step runs (``stored``, by head
+    count) and the sweep's runs (``sweep``, by cell), with the horizon and its half."""
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 3.4))
     rows = []
@@ -61,14 +62,16 @@ def settled_plot(stored: pd.DataFrame | None, sweep: pd.DataFrame, horizon: int,
         rows.append((f"H = {H}, lr {lr:g}, init {g:g}", sub))
     rng = np.random.default_rng(0)
     for i, (label, sub) in enumerate(rows):
-        s = np.maximum(sub["settled"].to_numpy(), 1)
+        s = np.maximum(sub["settled"].to_numpy(), EDGE)
         colors = np.where(sub["pattern"].to_numpy(), PATTERN_COLOR, TRAP_COLOR)
         ax.scatter(s, i + rng.uniform(-0.25, 0.25, len(s)), s=8, c=list(colors), alpha=0.7)
     ax.axvline(horizon, color="k", lw=1)
     ax.axvline(horizon / 2, color="k", lw=1, ls="--")
     ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=7)
     ax.set_xscale("log")
-    ax.set_xlabel("step from which the outcome holds (dashed: half the horizon)")
+    ax.set_xlim(EDGE / 1.5, horizon * 1.5)
+    ax.set_xlabel("step from which the outcome holds (dashed: half the horizon; "
+                  "left edge: never in the pattern)", fontsize=8)
     ax.scatter([], [], c=PATTERN_COLOR, s=8, label="pattern")
     ax.scatter([], [], c=TRAP_COLOR, s=8, label="trap")
     ax.legend(fontsize=8, loc="lower right")
