@@ -85,7 +85,7 @@ def test_the_expected_time_adds_the_history_records_to_the_steps(monkeypatch):
     monkeypatch.setenv("ICL_CACHE_DIR", "/nonexistent-cache-for-this-test")
     plan = book.select_chapters(book.book_plan("quick"), "01")  # one run: 4,000 steps, 112 records
     records = len(plan["01_setup"][0].train.log_steps())
-    text = book.describe(plan, "cpu")
+    text = book.describe(plan, "cpu", measure=True)
     minutes = (4000 * 0.01 + records * 2.0) / 60
     assert f"{records} history records of 2 s" in text and f"about {minutes:.1f} min" in text
 
