@@ -42,10 +42,14 @@ def generator_states(generators: Sequence[Sequence[torch.Generator]]) -> list:
 
 
 def set_generator_states(generators: Sequence[Sequence[torch.Generator]], states: list) -> None:
-    """Set states from :func:`generator_states` (a checkpoint's may be on another device)."""
+    """Set states from :func:`generator_states`.
+
+    A generator's state is a CPU byte tensor whatever the generator's device (a CUDA generator
+    refuses any other), while a checkpoint loaded with ``map_location="cuda"`` holds it on the GPU.
+    """
     for gens, sts in zip(generators, states):
         for g, st in zip(gens, sts):
-            g.set_state(st.cpu() if g.device.type == "cpu" else st)
+            g.set_state(st.cpu())
 
 
 class BatchSource:

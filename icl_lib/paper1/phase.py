@@ -106,7 +106,7 @@ MAX_RUNS = 50_000  # the most runs one grid may ask for
 UNDECIDED = Estimate(math.nan, -math.inf, math.inf, LEVEL, "not in this grid")  # a comparison without its cells
 # The engine's rate on one NVIDIA H200 (model-steps/s, ensemble of 256 models at d = 5, L = 40,
 # torch 2.11.0+cu130, README "Speed"): what projected_seconds projects the full grid from.
-H200_RATE = 24_732
+H200_RATE = 118_923
 
 
 # ------------------------------------------------------------------------------------ the grid

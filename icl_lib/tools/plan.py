@@ -208,7 +208,7 @@ def _measure(specs: list[RunSpec], execution: Execution, steps: int = 6) -> Ense
 # 3,000-3,700 on one core, the eager engine 1,133 for 32 models on two); on a GPU the engine's rate
 # on one H200 (256 models).  A run's cost scales with (L + 1) (d + N) H batch, its history records
 # with their validation prompts (a forward pass: a third of a step per prompt).
-REFERENCE_RATES = {"fused": 3_000.0, "eager": 560.0, "cuda": 24_732.0}
+REFERENCE_RATES = {"fused": 3_000.0, "eager": 560.0, "cuda": 118_923.0}
 REFERENCE_WORK = 41 * 6 * 2 * 256
 
 
