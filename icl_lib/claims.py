@@ -10,7 +10,17 @@ true loss, a rival hypothesis.  It is decided on an interval (:mod:`icl_lib.stat
 
 A rule gives ``PASS`` when the whole interval satisfies it, ``FAIL`` when none of it does, and
 ``INCONCLUSIVE`` when the interval straddles the boundary: the data cannot decide, which the
-dashboard counts and shows (it does not fail the chapter).  Every claim declares the profiles in
+dashboard counts and shows (it does not fail the chapter).  A check says how many independent
+units its measurement rests on (``n=12, unit="seeds per head count"``): where it is left
+INCONCLUSIVE, the report prints how many would decide it at the measured value and spread
+(:func:`icl_lib.stats.size_to_decide`), and the chapter says why they are not trained
+(``undecided="..."``).
+
+Each check is of one *kind* (:data:`KINDS`): ``"paper"``, a statement of one of the two papers, the
+only kind the dashboard's headline counts; ``"beyond"``, the book's own hypothesis beyond the papers
+(chapter 9's single-sign trap); ``"check"``, a check of the book's own derivations, samplers,
+invariances or study design (it can fail, but it does not test a paper).  Paper and beyond-the-paper
+claims print ``CLAIM`` lines, checks ``CHECK`` lines of the same form.  Every claim declares the profiles in
 which it is claimed to hold; in another profile it is listed as ``NOT-RUN`` (never silently
 omitted).  A chapter records its claims as it measures them, then calls :meth:`Claims.report` in
 its last cell, which prints
@@ -65,6 +75,7 @@ __all__ = [
     "Excludes",
     "VERDICTS",
     "PROFILES",
+    "KINDS",
     "format_value",
     "CLAIM_LINE",
     "CLAIMS_MIME",
@@ -79,10 +90,15 @@ CLAIMS_GLUE_KEY = "icl_claims"
 _GLUE_PREFIX = "application/papermill.record/"
 VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "NOT-RUN")
 PROFILES = ("quick", "paper")  # the profiles a claim can be declared for
+# what a claim is about: a paper's statement, the book's own finding beyond the papers, or a check
+# of the book's derivations, samplers, invariances and design
+KINDS = ("paper", "beyond", "check")
+_PREFIX = {"paper": "CLAIM", "beyond": "CLAIM", "check": "CHECK"}
 # One printed claim, as Claim.line() writes it; the book's extension and its browser test read it
 # (groups: id, verdict, measured, interval, expected, profiles).
 CLAIM_LINE = re.compile(
-    r"^CLAIM (\S+) (PASS|FAIL|INCONCLUSIVE|NOT-RUN) measured=(\S*) interval=(\S*) expected=(\S*) profiles=(\S*)\s*$",
+    r"^(?:CLAIM|CHECK) (\S+) (PASS|FAIL|INCONCLUSIVE|NOT-RUN) measured=(\S*) interval=(\S*) expected=(\S*) "
+    r"profiles=(\S*)\s*$",
     re.M,
 )
 
@@ -190,13 +206,15 @@ class Claim:
     level: float | None = None  # the interval's confidence level
     cell: int | None = None  # IPython execution count of the cell that checked it (None outside IPython)
     known_failure: str = ""  # a non-reproduction the chapter reports with its evidence ("" if none)
+    kind: str = "paper"  # one of KINDS
+    decide: str = ""  # INCONCLUSIVE: what would decide it, and why that is not trained ("" otherwise)
 
     @property
     def passed(self) -> bool:
         return self.verdict == "PASS"
 
     def line(self) -> str:
-        return (f"CLAIM {self.cid} {self.verdict} measured={self.measured} interval={self.interval} "
+        return (f"{_PREFIX[self.kind]} {self.cid} {self.verdict} measured={self.measured} interval={self.interval} "
                 f"expected={self.expected} profiles={','.join(self.profiles)}")
 
 
@@ -230,45 +248,51 @@ class Claims:
         return self.profile in _profiles(profiles)
 
     def test(self, cid: str, estimate, rule: Rule, statement: str, section: str = "", profiles=PROFILES,
-             known_failure: str = "") -> None:
+             known_failure: str = "", kind: str = "paper", n: int | None = None, unit: str = "seeds",
+             undecided: str = "") -> None:
         """Record claim ``cid``: ``rule`` decides on the interval of ``estimate`` (an
         :class:`icl_lib.stats.Estimate`).  A claim not declared for this profile is recorded as
         ``NOT-RUN`` whatever the estimate.  ``known_failure``: the chapter's report of where this
-        claim, as written before the run, did not reproduce (see the module's docstring).  Returns
-        nothing (a check as the last line of a cell adds no output); the verdict is
-        ``claims.items[-1].verdict``."""
-        profiles = _profiles(profiles)
+        claim, as written before the run, did not reproduce (see the module's docstring).
+        ``kind``: one of :data:`KINDS`.  ``n``: the independent units (``unit``) the estimate rests
+        on; where the verdict is INCONCLUSIVE, the claim records how many would decide it
+        (:func:`~icl_lib.stats.size_to_decide`) and ``undecided``, the chapter's reason for not
+        training them.  Returns nothing (a check as the last line of a cell adds no output); the
+        verdict is ``claims.items[-1].verdict``."""
+        profiles, kind = _profiles(profiles), check_choice("kind", kind, KINDS)
         if self.profile not in profiles:
-            return self.not_run(cid, rule.text, statement, section, profiles)
+            return self.not_run(cid, rule.text, statement, section, profiles, kind=kind)
         verdict = rule.decide(estimate.lo, estimate.hi)
         interval = f"[{format_value(estimate.lo)},{format_value(estimate.hi)}]"
+        decide = _decide_text(estimate, rule, n, unit, undecided) if verdict == "INCONCLUSIVE" else ""
         self._add(Claim(cid, verdict, format_value(estimate.value), rule.text, statement, self.profile, interval,
-                        section, profiles, estimate.level, _cell_number(), _known(known_failure)))
+                        section, profiles, estimate.level, _cell_number(), _known(known_failure), kind, decide))
 
-    def not_run(self, cid: str, expected: str, statement: str, section: str = "", profiles=("paper",)) -> None:
+    def not_run(self, cid: str, expected: str, statement: str, section: str = "", profiles=("paper",),
+                kind: str = "paper") -> None:
         """List claim ``cid``, declared for ``profiles`` only, as not run in this profile."""
         self._add(Claim(cid, "NOT-RUN", "-", expected.replace(" ", ""), statement, self.profile, "-", section,
-                        _profiles(profiles), None, _cell_number()))
+                        _profiles(profiles), None, _cell_number(), kind=check_choice("kind", kind, KINDS)))
 
     def check(self, cid: str, passed: bool, measured, expected: str, statement: str = "", section: str = "",
-              profiles=PROFILES, known_failure: str = "") -> None:
+              profiles=PROFILES, known_failure: str = "", kind: str = "paper") -> None:
         """Record claim ``cid`` decided by the chapter's own comparison ``passed`` (no interval: for
-        exact statements, e.g. a closed form at round-off).  ``known_failure`` as for :meth:`test`.
-        Returns nothing."""
-        profiles = _profiles(profiles)
+        exact statements, e.g. a closed form at round-off).  ``known_failure`` and ``kind`` as for
+        :meth:`test`.  Returns nothing."""
+        profiles, kind = _profiles(profiles), check_choice("kind", kind, KINDS)
         if self.profile not in profiles:
-            return self.not_run(cid, expected, statement, section, profiles)
+            return self.not_run(cid, expected, statement, section, profiles, kind=kind)
         verdict = "PASS" if passed else "FAIL"
         self._add(Claim(cid, verdict, format_value(measured), expected.replace(" ", ""), statement, self.profile,
-                        "-", section, profiles, None, _cell_number(), _known(known_failure)))
+                        "-", section, profiles, None, _cell_number(), _known(known_failure), kind))
 
     def reported(self) -> list[Claim]:
         """The claims whose non-reproduction the chapter reports (``known_failure``), any verdict."""
         return [c for c in self.items if c.known_failure]
 
-    def counts(self) -> dict[str, int]:
-        """How many claims of each verdict."""
-        return {v: sum(c.verdict == v for c in self.items) for v in VERDICTS}
+    def counts(self, kind: str | None = "paper") -> dict[str, int]:
+        """How many claims of each verdict, of ``kind`` (``None``: every kind)."""
+        return {v: sum(c.verdict == v and kind in (None, c.kind) for c in self.items) for v in VERDICTS}
 
     def payload(self) -> dict:
         """The claims and where they ran, as JSON-ready data (the :data:`CLAIMS_MIME` output)."""
@@ -295,6 +319,7 @@ class Claims:
                     "expected": c.expected,
                     "profiles": ",".join(c.profiles),
                     "reported": c.known_failure,
+                    "kind": c.kind,
                     "section": c.section,
                     "statement": c.statement,
                 }
@@ -311,6 +336,9 @@ class Claims:
             print(c.line())
         for c in self.reported():
             print(f"REPORTED {c.cid} {c.verdict} in this run; reported not to reproduce: {c.known_failure}")
+        for c in self.items:
+            if c.decide:
+                print(f"UNDECIDED {c.cid}: {c.decide}")
         payload = self.payload()
         try:
             from IPython import get_ipython
@@ -336,6 +364,21 @@ class Claims:
         failed = [c.cid for c in self.items if c.verdict == "FAIL" and not c.known_failure]
         if failed:
             raise AssertionError(f"{len(failed)} claim(s) failed in {self.chapter}: {', '.join(failed)}")
+
+
+def _decide_text(estimate, rule: Rule, n: int | None, unit: str, undecided: str) -> str:
+    """What would decide an INCONCLUSIVE claim: ``"about 36 seeds per head count would decide it at
+    the measured value and spread (12 here); <undecided>"``."""
+    from .stats import size_to_decide  # stats imports validate only; claims is imported by stats' users
+
+    if n is None:
+        text = "the size that would decide it is not given"
+    else:
+        need = size_to_decide(estimate, rule.decide, n)
+        text = (f"about {need:,} {unit} would decide it at the measured value and spread ({n:,} here)" if need
+                else f"no number of {unit} would decide it at the measured value (it lies on the condition's "
+                     f"boundary, or the interval is unbounded; {n:,} here)")
+    return text + (f"; {' '.join(undecided.split())}" if undecided.strip() else "")
 
 
 def _known(text: str) -> str:

@@ -16,7 +16,13 @@ checks it, and fills two placeholders once all documents are read:
   of the other profile (``quick`` or ``paper``) where a run of that profile recorded its claims
   (``claims.report()`` with ``ICL_CLAIMS_DIR``: ``<icl_claims_dir>/<profile>/<chapter>.json``;
   ``make test`` records its ``nbval`` run's, ``make book`` its own);
-* ``{execution-status}``  -- per chapter: when and how long it ran, profile, device, versions.
+* ``{execution-status}``  -- per chapter: when and how long it ran, profile, device, versions;
+* ``{rule-changes}``      -- every change to a claim's rule after it was first written, from
+  :data:`icl_lib.rule_changes.CHANGES`.
+
+The dashboard's headline counts the papers' claims only; the book's own claims beyond the papers
+and its checks of its derivations and design (:data:`icl_lib.claims.KINDS`) are counted and listed
+apart.
 
 So both pages always describe the build they are part of; no list of chapters is kept anywhere.
 Chapters are found as the notebooks of the table of contents, in its order.
@@ -63,6 +69,10 @@ class execution_status(nodes.General, nodes.Element):
     """Replaced by the execution-status table once every chapter has been read."""
 
 
+class rule_changes(nodes.General, nodes.Element):
+    """Replaced by the table of rule changes (it needs the builder, to link the chapters)."""
+
+
 class _Placeholder(SphinxDirective):
     node_class: type[nodes.Element]
     has_content = False
@@ -80,6 +90,14 @@ class ExecutionStatus(_Placeholder):
     node_class = execution_status
 
 
+class RuleChanges(_Placeholder):
+    node_class = rule_changes
+
+    def run(self):
+        _state(self.env)["rule_page"] = self.env.docname  # the dashboard links its claims here
+        return super().run()
+
+
 # --------------------------------------------------------------------------------------------
 # What the build environment keeps (pickled between builds, so cached chapters keep their data)
 
@@ -95,6 +113,8 @@ def _purge(app: Sphinx, env, docname: str) -> None:
     st["chapters"].pop(docname, None)
     st["pages"].discard(docname)
     st["glue_deps"].pop(docname, None)
+    if st.get("rule_page") == docname:
+        st.pop("rule_page")
 
 
 def _merge(app: Sphinx, env, docnames: set[str], other) -> None:
@@ -105,6 +125,8 @@ def _merge(app: Sphinx, env, docnames: set[str], other) -> None:
                 st[key][doc] = ot[key][doc]
         if doc in ot["pages"]:
             st["pages"].add(doc)
+        if ot.get("rule_page") == doc:
+            st["rule_page"] = doc
 
 
 def claim_lines(doctree: nodes.document) -> list[tuple[str, str, str, str]]:
@@ -212,6 +234,8 @@ def _collect(app: Sphinx, doctree: nodes.document) -> None:
                 "anchor": anchor,
                 "section": section,
                 "known_failure": d.get("known_failure", ""),
+                "kind": d.get("kind", "paper"),
+                "decide": d.get("decide", ""),
             }
         )
     st["chapters"][docname] = {"title": title, "meta": meta, "claims": claims}
@@ -335,13 +359,30 @@ def _count_text(claims: list[dict]) -> str:
 
 
 def _verdict_cell(c: dict) -> list[nodes.Node]:
-    """The verdict, and for a reported non-reproduction the chapter's report of it."""
+    """The verdict; for a reported non-reproduction the chapter's report of it; for an undecided
+    claim what would decide it."""
     cell = [_verdict(c["verdict"])]
     if c.get("known_failure"):
         note = nodes.inline(classes=["icl-known-failure"])
         note += nodes.Text(f" reported not to reproduce: {c['known_failure']}")
         cell.append(note)
+    if c.get("decide"):
+        cell.append(nodes.inline(text=f" undecided: {c['decide']}", classes=["icl-decide"]))
     return cell
+
+
+def _changes_note(app: Sphinx, fromdoc: str, chapter: str, cid: str) -> list[nodes.Node]:
+    """``rule changed 2026-12-04`` linked to the rule-change page, for a claim with listed changes."""
+    from icl_lib.rule_changes import changes_of
+
+    found = changes_of(chapter, cid)
+    page = _state(app.env).get("rule_page")
+    if not found or page is None:
+        return []
+    dates = ", ".join(sorted({c.date for c in found}))
+    note = nodes.inline(classes=["icl-rule-changed"])
+    note += _link(app, fromdoc, page, f"rule changed {dates}", anchor=f"rule-{chapter}-{cid}")
+    return [note]
 
 
 def _recorded(app: Sphinx, profile: str) -> dict[str, dict]:
@@ -425,56 +466,124 @@ def _recorded_text(other: str, recorded: dict | None) -> str:
             f"{recorded.get('icl_lib', '?')}): {_count_text(recorded.get('claims', []))}")
 
 
+_KIND_TITLES = {
+    "paper": "The papers' claims",
+    "beyond": "Beyond the papers: the book's own claims",
+    "check": "Checks of the book's own derivations, samplers and design (not claims of the papers)",
+}
+
+
+def _kind_counts(claims: list[dict]) -> str:
+    """``"143 claims of the papers: ...; 12 beyond the papers: ...; 20 checks: ..."``."""
+    parts = []
+    for kind, label in (("paper", "claims of the papers"), ("beyond", "claims beyond the papers"),
+                        ("check", "checks of the book's own derivations and design")):
+        of = [c for c in claims if c.get("kind", "paper") == kind]
+        if of or kind == "paper":
+            parts.append(f"{len(of)} {label}: {_count_text(of)}")
+    return "; ".join(parts)
+
+
 def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
     chapters = _chapters(app)
     all_claims = [c for _, ch in chapters for c in ch["claims"]]
+    papers = [c for c in all_claims if c.get("kind", "paper") == "paper"]
     summary = nodes.paragraph(classes=["icl-summary"])
     summary += nodes.Text(
-        f"This build lists {len(all_claims)} claim{'s' * (len(all_claims) != 1)} in {len(chapters)} "
-        f"chapter{'s' * (len(chapters) != 1)}: {_count_text(all_claims)}.  A claim is decided on the "
-        "interval of its measurement: PASS when all of it satisfies the condition, FAIL when none of "
-        "it does, INCONCLUSIVE when the data cannot decide; a claim declared only for another profile "
-        "is listed as not run.  A claim that was written before the run and did not reproduce keeps its "
-        "verdict and is marked as reported by its chapter, which shows the evidence."
+        f"This build checks {len(papers)} claim{'s' * (len(papers) != 1)} of the two papers in "
+        f"{len(chapters)} chapter{'s' * (len(chapters) != 1)}: {_count_text(papers)}.  "
+    )
+    rest = [c for c in all_claims if c.get("kind", "paper") != "paper"]
+    if rest:
+        summary += nodes.Text(
+            "Apart from them, and not counted with them: "
+            + "; ".join(p for p in _kind_counts(all_claims).split("; ")[1:]) + ".  "
+        )
+    summary += nodes.Text(
+        "A claim is decided on the interval of its measurement: PASS when all of it satisfies the "
+        "condition, FAIL when none of it does, INCONCLUSIVE when the data cannot decide (beside it, how "
+        "many seeds or samples would decide it); a claim declared only for another profile is listed as "
+        "not run.  A claim that was written before the run and did not reproduce keeps its verdict and is "
+        "marked as reported by its chapter, which shows the evidence.  A claim whose rule changed after it "
+        "was written links to the rule-change page."
     )
     out: list[nodes.Node] = [summary]
     for doc, ch in chapters:
         claims = ch["claims"]
         profile = ch["meta"].get("profile", "quick")
         other = _other(profile)
-        recorded = _recorded(app, other).get(doc.rsplit("/", 1)[-1])
+        name = doc.rsplit("/", 1)[-1]
+        recorded = _recorded(app, other).get(name)
         rubric = nodes.rubric(classes=["icl-chapter"])
         rubric += _link(app, fromdoc, doc, ch["title"])
         out.append(rubric)
         out.append(
             nodes.paragraph(
-                text=f"{_count_text(claims)} (profile {profile}, device {ch['meta'].get('device', '?')}); "
+                text=f"{_kind_counts(claims)} (profile {profile}, device {ch['meta'].get('device', '?')}); "
                 f"{_recorded_text(other, recorded)}."
             )
         )
         if not claims:
             out.append(nodes.paragraph(text="This chapter reported no claims in this build."))
             continue
-        rows = [
-            [
-                [
-                    _link(app, fromdoc, doc, c["cid"], c["anchor"], literal=True),
-                    nodes.inline(text=c["section"] or ch["title"], classes=["icl-section"]),
-                ],
-                [nodes.inline(text=c["paper_section"], classes=["icl-paper-section"]), nodes.Text(" "),
-                 nodes.Text(c["statement"])] if c["paper_section"] else c["statement"],
-                nodes.literal(text=c["measured"]),
-                nodes.literal(text=c["interval"]),
-                nodes.literal(text=c["expected"]),
-                [*_verdict_cell(c), nodes.paragraph("", "", _other_cell(other, recorded, c["cid"]))],
-                c["profiles"].replace(",", ", "),
-            ]
-            for c in claims
-        ]
-        headers = ["Claim (section)", "Paper's statement", "Measured", "95 % interval", "Condition",
+        headers = ["Claim (section)", "Statement", "Measured", "95 % interval", "Condition",
                    f"Verdict ({other} below)", "Declared for"]
-        out.append(_table(headers, rows, ["icl-claims"]))
+        for kind, title in _KIND_TITLES.items():
+            of = [c for c in claims if c.get("kind", "paper") == kind]
+            if not of:
+                continue
+            if any(c.get("kind", "paper") != "paper" for c in claims):
+                out.append(nodes.paragraph(text=title, classes=["icl-kind"]))
+            rows = [
+                [
+                    [
+                        _link(app, fromdoc, doc, c["cid"], c["anchor"], literal=True),
+                        nodes.inline(text=c["section"] or ch["title"], classes=["icl-section"]),
+                        *_changes_note(app, fromdoc, name, c["cid"]),
+                    ],
+                    [nodes.inline(text=c["paper_section"], classes=["icl-paper-section"]), nodes.Text(" "),
+                     nodes.Text(c["statement"])] if c["paper_section"] else c["statement"],
+                    nodes.literal(text=c["measured"]),
+                    nodes.literal(text=c["interval"]),
+                    nodes.literal(text=c["expected"]),
+                    [*_verdict_cell(c), nodes.paragraph("", "", _other_cell(other, recorded, c["cid"]))],
+                    c["profiles"].replace(",", ", "),
+                ]
+                for c in of
+            ]
+            out.append(_scroll(_table(headers, rows, ["icl-claims"])))
     return out
+
+
+def _scroll(table: nodes.Node) -> nodes.Node:
+    """A wide table in a box that scrolls sideways inside the page's column (marked by its border)."""
+    box = nodes.container(classes=["icl-scroll"])
+    box += table
+    return box
+
+
+def _rule_changes(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
+    """Every listed change to a claim's rule, chapter by chapter, newest first within a chapter."""
+    from icl_lib.rule_changes import CHANGES
+
+    if not CHANGES:
+        return [nodes.paragraph(text="No claim's rule has changed since it was written.")]
+    docs = {d.rsplit("/", 1)[-1]: d for d, _ in _chapters(app)}
+    rows = []
+    for c in sorted(CHANGES, key=lambda c: (c.chapter, c.claims, c.date)):
+        target = nodes.inline(ids=[f"rule-{c.chapter}-{cid}" for cid in c.claims])
+        chapter = _link(app, fromdoc, docs[c.chapter], c.chapter) if c.chapter in docs else c.chapter
+        rows.append([
+            [target, *[part for cid in c.claims for part in (nodes.literal(text=cid), nodes.Text(" "))]],
+            chapter,
+            c.date,
+            nodes.literal(text=c.before),
+            nodes.literal(text=c.after),
+            c.why,
+            "yes" if c.after_run else "no",
+        ])
+    headers = ["Claim", "Chapter", "Date", "Rule before", "Rule after", "Why", "After a run"]
+    return [_scroll(_table(headers, rows, ["icl-claims", "icl-rules"]))]
 
 
 def _store_summary(app: Sphinx) -> dict[str, str]:
@@ -535,7 +644,7 @@ def _status(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
         )
     headers = ["Chapter", "Executed", "Run time (s)", "Status", "Profile", "Device", "icl_lib", "torch", "Claims",
                "Paper profile: run store"]
-    return [_table(headers, rows, ["icl-status"])]
+    return [_scroll(_table(headers, rows, ["icl-status"]))]
 
 
 def _fill(app: Sphinx, doctree: nodes.document, fromdoc: str) -> None:
@@ -543,6 +652,8 @@ def _fill(app: Sphinx, doctree: nodes.document, fromdoc: str) -> None:
         node.replace_self(_dashboard(app, fromdoc))
     for node in list(doctree.findall(execution_status)):
         node.replace_self(_status(app, fromdoc))
+    for node in list(doctree.findall(rule_changes)):
+        node.replace_self(_rule_changes(app, fromdoc))
 
 
 def _quiet_progress_bars(app: Sphinx, config) -> None:
@@ -594,8 +705,10 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("icl_claims_dir", "_build/claims", "env")  # where runs record their claims
     app.add_node(claims_dashboard)
     app.add_node(execution_status)
+    app.add_node(rule_changes)
     app.add_directive("claims-dashboard", ClaimsDashboard)
     app.add_directive("execution-status", ExecutionStatus)
+    app.add_directive("rule-changes", RuleChanges)
     app.connect("config-inited", _quiet_progress_bars)
     app.connect("builder-inited", _html_assets)
     app.connect("env-get-outdated", _stale_executions)

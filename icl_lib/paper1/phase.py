@@ -32,7 +32,7 @@ chapter 2's and the proportional shapes' runs chapter 5's: the run cache serves 
 
 Statistics for the chapter's claims, each an :class:`~icl_lib.stats.Estimate`:
 :func:`censored_median_ci` (a median over seeds some of which never reached the pattern),
-:func:`fraction_diff` (a difference of two fractions of seeds), :func:`worst_cell` (the worst cell
+:func:`~icl_lib.stats.fraction_diff` (a difference of two fractions of seeds), :func:`worst_cell` (the worst cell
 of a grid, Bonferroni over cells), :func:`loglog_slope` and :func:`linear_slope` (fitted slopes).
 :func:`projected_seconds` projects the time of a grid from a measured training rate.
 """
@@ -56,7 +56,7 @@ from ..engine import Run, train
 from ..engine.run import stack_models
 from ..estimators import bayes_risk, debiased_gd_predict, debiased_gd_risk, optimal_eta_debiased
 from ..seeding import derive_seed
-from ..stats import LEVEL, Estimate, mean_ci, median_ci, proportion_ci
+from ..stats import LEVEL, Estimate, fraction_diff, mean_ci, median_ci, proportion_ci
 from ..validate import check_choice, check_float, check_float_list, check_int, check_int_list, fail, literal_list
 from .dynamics import first_persistent_step
 from .optimality import extreme, paired_losses
@@ -87,7 +87,6 @@ __all__ = [
     "time_panels",
     "time_scaling",
     "censored_median_ci",
-    "fraction_diff",
     "worst_cell",
     "linear_slope",
     "loglog_slope",
@@ -399,21 +398,6 @@ def censored_median_ci(times: Sequence, level: float = LEVEL) -> Estimate:
                     f"median of {n} ({n - finite.size} censored), order-statistic interval")
 
 
-def fraction_diff(k1: int, n1: int, k2: int, n2: int, level: float = LEVEL) -> Estimate:
-    """The difference ``k1/n1 - k2/n2`` of two fractions of independent seeds, with the interval
-    from the two exact (Clopper-Pearson) intervals at level ``(1 + level) / 2`` each:
-    ``[lo1 - hi2, hi1 - lo2]``.  By the union bound it covers the true difference with probability
-    at least ``level`` for every pair of true fractions and sizes (conservative; score intervals
-    such as Newcombe's are shorter but cover less than ``level`` at some fractions with a few
-    seeds, e.g. 92.3 % at 8 and 8 seeds and fractions 1/2)."""
-    n1, n2 = check_int("n1", n1, 1), check_int("n2", n2, 1)
-    k1, k2 = check_int("k1", k1, 0, n1), check_int("k2", k2, 0, n2)
-    each = (1 + check_float("level", level, 0.0, 1.0, True, True)) / 2
-    e1, e2 = proportion_ci(k1, n1, each), proportion_ci(k2, n2, each)
-    return Estimate(e1.value - e2.value, e1.lo - e2.hi, e1.hi - e2.lo, level,
-                    f"{k1}/{n1} - {k2}/{n2}, two exact intervals at {each:.3f} (union bound)")
-
-
 def worst_cell(models: pd.DataFrame, column: str, level: float = LEVEL, what: str = "") -> Estimate:
     """The largest ``|mean of column|`` over the cells (runs grouped by :data:`AXES`) with at least
     two runs, from each cell's mean, standard error and ``n - 1`` degrees of freedom, by
@@ -535,7 +519,7 @@ def rate_table(cells: pd.DataFrame) -> pd.DataFrame:
 def trap_vs_heads(cells: pd.DataFrame, centre: Mapping[str, float], trap_heads: int = 2,
                   level: float = LEVEL) -> Estimate:
     """The fraction of ``trap_heads``-head seeds in the single-sign trap minus that of the seeds with
-    more heads (pooled), on the head axis at the centre (:func:`fraction_diff`); :data:`UNDECIDED`
+    more heads (pooled), on the head axis at the centre (:func:`~icl_lib.stats.fraction_diff`); :data:`UNDECIDED`
     when the grid lacks one of the two."""
     axis = along(cells, centre, "H")
     two, more = axis[axis["H"] == trap_heads], axis[axis["H"] > trap_heads]
@@ -548,7 +532,7 @@ def trap_vs_heads(cells: pd.DataFrame, centre: Mapping[str, float], trap_heads: 
 def trap_vs_lr(cells: pd.DataFrame, centre: Mapping[str, float], trap_heads: int = 2,
                level: float = LEVEL) -> Estimate:
     """The trap fraction of ``trap_heads``-head seeds at the largest learning rate of the grid minus
-    that at the smallest (the other axes at the centre; :func:`fraction_diff`); :data:`UNDECIDED`
+    that at the smallest (the other axes at the centre; :func:`~icl_lib.stats.fraction_diff`); :data:`UNDECIDED`
     with fewer than two rates."""
     line = along(cells, dict(centre, H=trap_heads), "lr").sort_values("lr")
     if len(line) < 2:

@@ -88,10 +88,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="on a CPU, worker processes training one single-threaded ensemble each (default: one per "
                         "CPU thread; 1: the ensembles train in this process)")
     q.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    q = sub.add_parser("record", help="chapters recorded in a profile too slow for CI (chapter 8's paper profile): "
-                                      "status, or run one and commit its record")
+    q = sub.add_parser("record", help="the committed records of every chapter's paper profile (its claims; chapter "
+                                      "8's executed notebook too): status, or run chapters and commit their records")
     q.add_argument("action", choices=["status", "run"])
-    q.add_argument("chapter", nargs="?", default=None, help="with run: the chapter (e.g. 08)")
+    q.add_argument("chapter", nargs="?", default=None,
+                   help="with run: the chapter (e.g. 08), several (02,03) or all")
     return ap
 
 

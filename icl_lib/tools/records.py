@@ -1,12 +1,18 @@
-"""Recorded chapter runs: a chapter executed once in a profile too slow for a CI build, committed.
+"""Recorded chapter runs: every chapter's ``paper`` profile executed once and its claims committed.
 
 Chapter 8 (paper 2) trains no network, so the run store has nothing to give it: its ``paper``
 profile is computation on tiny matrices (longer oracles, more problems, more iterations), about
-half an hour on one core of a CPU here, which would double CI's book build.  So it is executed
-once, by ``python -m icl_lib record run 08`` (``make paper-records``), and what it measured is
-committed to ``results/records/<profile>/<chapter>.json``: every claim with its verdict, interval
-and rule (the JSON ``Claims.report`` writes), the glued numbers of its text, and the provenance
-(device, versions, date, wall time, command).
+an hour and a half on one core of a CPU here, which would double CI's book build.  So it is
+executed once, by ``python -m icl_lib record run 08`` (``make paper-records``), and what it
+measured is committed to ``results/records/<profile>/<chapter>.json``: every claim with its
+verdict, interval and rule (the JSON ``Claims.report`` writes), the glued numbers of its text, and
+the provenance (device, versions, date, wall time, command); its executed notebook is kept beside
+it and the published book serves it.
+
+The other chapters' ``paper`` profiles are evaluated from the run store in seconds to minutes, so
+the published book executes them; their records keep the claims only (no notebook), so that a
+build of the ``quick`` profile shows the paper's verdict beside each of its own
+(``python -m icl_lib record run all``).
 
 A record holds only while the code that decided its claims is unchanged.  It carries a
 fingerprint of that code (:func:`fingerprint`): the chapter's code cells (not its prose), the
@@ -22,8 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shlex
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,20 +37,24 @@ import torch
 from ..engine.profiles import SETTINGS
 from ..validate import check_choice
 
-__all__ = ["ROOT", "RECORDED", "Recorded", "record_path", "fingerprint", "load", "status", "record", "select", "describe", "main_record", "notebook_path", "served"]
+__all__ = ["ROOT", "RECORDED", "Recorded", "NOT_DECIDING", "record_path", "fingerprint", "load", "status", "record",
+           "select", "select_many", "deciding_modules", "modules_of", "describe", "main_record", "notebook_path",
+           "served"]
 
 ROOT = Path(__file__).resolve().parents[2]  # the project checkout: book/, icl_lib/, results/
 
 
 @dataclass(frozen=True)
 class Recorded:
-    """A chapter whose run in ``profile`` is recorded rather than built: the library modules
-    (paths under ``icl_lib/``) and the settings entries of :data:`~icl_lib.engine.profiles.SETTINGS`
-    whose change makes its record stale."""
+    """A chapter whose run in ``profile`` is recorded: the library modules (paths under
+    ``icl_lib/``; ``None``: every module that computes or decides, :data:`DECIDING`) and the
+    settings entries of :data:`~icl_lib.engine.profiles.SETTINGS` whose change makes its record
+    stale, and whether the executed notebook is kept and served by the book build (``notebook``)."""
 
     profile: str
-    modules: tuple[str, ...]
+    modules: tuple[str, ...] | None
     settings: tuple[str, ...]
+    notebook: bool = False
 
 
 # Chapter 8 (paper 2): its experiments (icl_lib.paper2), the statistics and rules of its claims
@@ -62,12 +70,42 @@ RECORDED: dict[str, Recorded] = {
                  "paper2/experiments.py", "paper2/loss.py", "stats.py", "claims.py", "seeding.py", "validate.py",
                  "figures/curves.py", "figures/style.py"),
         settings=("paper2.ch8",),
+        notebook=True,
     ),
 }
+# Paper 1's chapters and chapter 9: their claims only, fingerprinted by every deciding module.
+for _name in ("01_setup", "02_patterns", "03_two_stage_dynamics", "04_ode_phases", "05_optimality",
+              "06_anisotropic", "07_multitask", "09_phase_diagram"):
+    RECORDED[_name] = Recorded(profile="paper", modules=None, settings=("paper1.train",))
+RECORDED = dict(sorted(RECORDED.items()))
+# The library's folders that neither compute a chapter's numbers nor decide its claims: the command
+# line (and `python -m icl_lib`), the build and benchmark tools, and the figures (a claims-only
+# record shows no figure).
+NOT_DECIDING = ("tools/", "figures/", "__main__.py")
 
 
 def _root(root) -> Path:
     return Path(root) if root is not None else ROOT
+
+
+def deciding_modules(root: str | Path | None = None) -> tuple[str, ...]:
+    """Every module of ``icl_lib`` (paths under it) except those of :data:`NOT_DECIDING`."""
+    base = _root(root) / "icl_lib"
+    paths = (str(p.relative_to(base)) for p in base.rglob("*.py"))
+    return tuple(sorted(p for p in paths if not p.startswith(NOT_DECIDING) and "__pycache__" not in p))
+
+
+def modules_of(chapter: str, root: str | Path | None = None) -> tuple[str, ...]:
+    """The library modules whose change makes ``chapter``'s record stale."""
+    spec = RECORDED[select(chapter)]
+    return spec.modules if spec.modules is not None else deciding_modules(root)
+
+
+def select_many(chapters: str) -> list[str]:
+    """``"all"``, or a comma-separated list of chapters (names or numbers): the recorded chapters."""
+    if chapters == "all":
+        return list(RECORDED)
+    return [select(c.strip()) for c in chapters.split(",")]
 
 
 def select(chapter: str) -> str:
@@ -98,7 +136,7 @@ def fingerprint(chapter: str, root: str | Path | None = None) -> dict[str, str]:
     code = [c["source"] if isinstance(c["source"], str) else "".join(c["source"])
             for c in nb["cells"] if c["cell_type"] == "code"]
     parts = {f"book/{name}.ipynb (code cells)": _sha(json.dumps(code).encode())}
-    for m in spec.modules:
+    for m in modules_of(name, root):
         parts[f"icl_lib/{m}"] = _sha((root / "icl_lib" / m).read_bytes())
     for key in spec.settings:
         parts[f"settings {key}.{spec.profile}"] = _sha(json.dumps(SETTINGS[key][spec.profile], sort_keys=True).encode())
@@ -199,7 +237,7 @@ def record(chapter: str, root: str | Path | None = None, execute=_execute, comma
     rec = dict(claims, seconds=round(seconds, 1), command=command or f"python -m icl_lib record run {name}",
                error=err, fingerprint=before, values=_glued(nb))
     nb_path = notebook_path(name, root)
-    if err is None:
+    if err is None and spec.notebook:
         _write(nb_path, nbformat.writes(nb))
     elif nb_path.exists():
         nb_path.unlink()  # an executed notebook of earlier code must not outlive its record
@@ -215,7 +253,7 @@ def served(notebook: str | Path, profile: str) -> tuple[object, float] | None:
     import nbformat
 
     path = Path(notebook).resolve()
-    if path.stem not in RECORDED or RECORDED[path.stem].profile != profile:
+    if path.stem not in RECORDED or RECORDED[path.stem].profile != profile or not RECORDED[path.stem].notebook:
         return None
     root = path.parent.parent
     st = status(path.stem, root)
@@ -252,10 +290,11 @@ def main_record(action: str, chapter: str | None) -> int:
         print(f"recorded chapter runs in {_root(None) / 'results' / 'records'}:\n{describe()}")
         return 0
     if chapter is None:
-        raise ValueError("chapter=None is invalid: accepted a recorded chapter, e.g. 08")
-    name = select(chapter)
-    command = "python -m icl_lib " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    path = record(name, command=command)
-    print(f"recorded {name} in {path}")
+        raise ValueError("chapter=None is invalid: accepted a recorded chapter (e.g. 08), several (02,03) or all")
+    names = select_many(chapter)
+    for name in names:
+        command = f"python -m icl_lib record run {name}"
+        path = record(name, command=command)
+        print(f"recorded {name} in {path}", flush=True)
     print(describe())
     return 0

@@ -19,7 +19,7 @@ from icl_lib.engine import Run, train_config
 from icl_lib.estimators import debiased_gd_predict, debiased_gd_risk, mc_risk, optimal_eta_debiased
 from icl_lib.paper1 import phase as ph
 from icl_lib.seeding import derive_seed
-from icl_lib.stats import Estimate, mean_ci, median_ci, proportion_ci
+from icl_lib.stats import Estimate, fraction_diff, mean_ci, median_ci, proportion_ci
 
 GRID = dict(heads=[1, 2, 3], shapes=[[4, 32], [2, 32], [8, 32], [4, 16], [2, 16]], sigma2s=[0.1, 0.3],
             lrs=[3e-3, 1e-2], init_scales=[1.0, 0.5])
@@ -300,52 +300,6 @@ def test_censored_median_is_the_order_statistic_interval_with_censored_seeds_las
         ph.censored_median_ci([])
 
 
-def _exact(k, n, level=0.975):
-    """scipy's Clopper-Pearson interval, the direct computation."""
-    return sps.binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
-
-
-def test_fraction_diff_is_the_difference_of_two_exact_intervals_at_half_the_miss_rate_each():
-    for k1, n1, k2, n2 in [(3, 8, 7, 8), (0, 4, 12, 12), (5, 9, 2, 11), (16, 16, 1, 16)]:
-        e = ph.fraction_diff(k1, n1, k2, n2)
-        c1, c2 = _exact(k1, n1), _exact(k2, n2)
-        assert e.value == pytest.approx(k1 / n1 - k2 / n2) and e.level == 0.95
-        assert (e.lo, e.hi) == pytest.approx((c1.low - c2.high, c1.high - c2.low), rel=1e-12, abs=1e-12)
-        r = ph.fraction_diff(k2, n2, k1, n1)  # the groups swapped: the interval mirrored
-        assert (r.value, r.lo, r.hi) == pytest.approx((-e.value, -e.hi, -e.lo), abs=1e-12)
-    e = ph.fraction_diff(3, 8, 7, 8, level=0.9)  # each interval at (1 + 0.9) / 2 = 0.95
-    assert (e.lo, e.hi) == pytest.approx((_exact(3, 8, 0.95).low - _exact(7, 8, 0.95).high,
-                                          _exact(3, 8, 0.95).high - _exact(7, 8, 0.95).low))
-    assert e.level == 0.9
-    for k1 in (0, 8):  # defined at the ends
-        for k2 in (0, 8):
-            x = ph.fraction_diff(k1, 8, k2, 8)
-            assert -1 <= x.lo <= x.value <= x.hi <= 1
-    edge = 0.0125 ** (1 / 8)  # Clopper-Pearson at 0.975: [0, 1 - 0.0125^(1/n)] at k = 0, [0.0125^(1/n), 1] at n
-    x = ph.fraction_diff(0, 8, 8, 8)
-    assert (x.value, x.lo, x.hi) == pytest.approx((-1.0, -1.0, (1 - edge) - edge))
-    x = ph.fraction_diff(8, 8, 8, 8)
-    assert (x.value, x.lo, x.hi) == pytest.approx((0.0, edge - 1, 1 - edge))
-    for kw, name in [(dict(k1=9), "k1"), (dict(k2=-1), "k2"), (dict(n1=0), "n1"), (dict(n2=0), "n2"),
-                     (dict(level=1.0), "level"), (dict(level=0.0), "level")]:
-        with pytest.raises(ValueError, match=rf"^{name}="):
-            ph.fraction_diff(**{**dict(k1=3, n1=8, k2=7, n2=8), **kw})
-
-
-@pytest.mark.parametrize("n1, n2", [(8, 8), (4, 12)])
-@pytest.mark.parametrize("p1, p2", [(0.5, 0.5), (0.2, 0.6), (0.9, 0.9), (0.05, 0.05), (0.7, 0.1)])
-def test_fraction_diff_covers_the_true_difference_at_the_nominal_level(n1, n2, p1, p2):
-    """Exact coverage, by enumerating every outcome of two Binomial counts: at least 0.95 by the union
-    bound (Newcombe's interval covers 92.3 % at 8 and 8 seeds and fractions 1/2)."""
-    cover = 0.0
-    for a in range(n1 + 1):
-        for b in range(n2 + 1):
-            e = ph.fraction_diff(a, n1, b, n2)
-            if e.lo <= p1 - p2 <= e.hi:
-                cover += sps.binom.pmf(a, n1, p1) * sps.binom.pmf(b, n2, p2)
-    assert cover >= 0.95
-
-
 def _cells_of(values_by_cell):
     """Model rows: one cell (d = 2 + index) per list of values of column ``x``."""
     return pd.DataFrame([{"H": 2, "d": 2 + j, "L": 40, "sigma2": 0.1, "lr": 3e-3, "init_scale": 1.0, "x": v}
@@ -523,8 +477,8 @@ CENTRE = {"H": 1, "d": 5, "L": 40, "sigma2": 0.1, "lr": 3e-3, "init_scale": 1.0}
 
 def test_the_trap_comparisons_count_the_right_cells():
     cells = ph.cell_table(_grid_models())
-    assert ph.trap_vs_heads(cells, CENTRE) == ph.fraction_diff(2, 6, 1, 6)  # H = 2 against H = 3 at the centre
-    assert ph.trap_vs_lr(cells, CENTRE) == ph.fraction_diff(0, 4, 3, 4)  # lr 1e-2 minus lr 1e-3
+    assert ph.trap_vs_heads(cells, CENTRE) == fraction_diff(2, 6, 1, 6)  # H = 2 against H = 3 at the centre
+    assert ph.trap_vs_lr(cells, CENTRE) == fraction_diff(0, 4, 3, 4)  # lr 1e-2 minus lr 1e-3
     one_rate = cells[np.isclose(cells["lr"], 3e-3)]
     assert ph.trap_vs_lr(one_rate, CENTRE) is ph.UNDECIDED
     assert ph.trap_vs_heads(cells[cells["H"] <= 2], CENTRE) is ph.UNDECIDED

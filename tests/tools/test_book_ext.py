@@ -106,7 +106,8 @@ def _build(tmp_path: Path, chapters: dict[str, nbformat.NotebookNode]) -> tuple[
     (src / "claims.md").write_text("# Claims\n\n```{claims-dashboard}\n```\n")
     (src / "status.md").write_text("# Status\n\n```{execution-status}\n```\n")
     for name, nb in chapters.items():
-        nbformat.write(nb, src / f"{name}.ipynb")
+        if nb is not None:  # None: a page the test wrote itself
+            nbformat.write(nb, src / f"{name}.ipynb")
     warnings = io.StringIO()
     app = Sphinx(str(src), str(src), str(tmp_path / "html"), str(tmp_path / "doctrees"), "html",
                  status=None, warning=warnings, freshenv=True)
@@ -142,10 +143,44 @@ def test_dashboard_lists_every_claim_of_every_chapter(tmp_path):
         ("01_first.html#the-data", "moment", "PASS"),
     ]
     assert "statement of beta" in dash and "[0.2,0.9]" in dash and "P1 §3" in dash
-    assert "5 claims in 2 chapters: 2 pass, 1 fail, 1 inconclusive, 1 not run in this profile" in dash
+    assert "checks 5 claims of the two papers in 2 chapters: 2 pass, 1 fail, 1 inconclusive, 1 not run" in dash
     assert status.count("<tr") == 1 + 2  # header and one row per chapter
     assert ">quick<" in status and ">cpu<" in status
     assert ">1 pass, 1 fail, 1 inconclusive, 1 not run in this profile<" in status
+
+
+def test_dashboard_counts_the_papers_claims_apart_from_the_books_own_and_its_checks(tmp_path, monkeypatch):
+    """The headline counts the papers' claims only; beyond-the-paper claims and checks of the book's
+    derivations are listed and counted apart; an undecided claim shows what would decide it; a claim
+    whose rule changed links to the rule-change page, which lists the change."""
+    from icl_lib import rule_changes
+
+    nb = _chapter("1. First", [("The data", "moment", True), ("Gamma part", "gamma", "INCONCLUSIVE")])
+    c = Claims("x", "quick", device="cpu")
+    c.check("moment", True, 0.5, "x<1", "statement of moment", kind="check")
+    c.test("gamma", Estimate(0.5, 0.2, 0.9), Above(0.4), "statement of gamma", "P1 §3", n=8, unit="seeds",
+           undecided="not trained: a test")
+    for item, n in zip(c.items, (1, 2)):
+        item.cell = n
+    report = nb.cells[-1]
+    report.outputs[0]["text"] = "".join(x.line() + "\n" for x in c.items)
+    report.outputs[1]["data"]["application/papermill.record/" + claims_mod.CLAIMS_MIME] = c.payload()
+    monkeypatch.setattr(rule_changes, "CHANGES", (rule_changes.RuleChange(
+        "01_first", ("gamma",), "2026-12-04", ">0.5", ">0.9", "the paper says consistently"),))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "rules.md").write_text("# Rules\n\n```{rule-changes}\n```\n")
+    dash, _, warnings = _build(tmp_path, {"rules": None, "01_first": nb})
+    ours = [w for w in warnings.splitlines() if "WARNING" in w and "already registered" not in w]  # a 2nd app
+    assert not ours, warnings
+    assert "checks 1 claim of the two papers in 1 chapter: 0 pass, 0 fail, 1 inconclusive" in dash
+    assert "1 checks of the book's own derivations and design: 1 pass" in dash
+    assert "Checks of the book's own derivations" in dash and "CHECK" not in dash
+    assert "undecided: about" in dash and "seeds would decide it" in dash and "not trained: a test" in dash
+    assert 'href="rules.html#rule-01_first-gamma"' in dash and "rule changed 2026-12-04" in dash
+    rules = (tmp_path / "html" / "rules.html").read_text()
+    assert 'id="rule-01_first-gamma"' in rules and "the paper says consistently" in rules
+    assert "&gt;0.9" in rules and 'href="01_first.html"' in rules
 
 
 def test_dashboard_shows_a_reported_non_reproduction_as_a_failure_with_its_report(tmp_path):

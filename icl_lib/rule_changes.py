@@ -1,0 +1,57 @@
+"""Every change to a claim's rule after the claim was first written, with why: the book's
+rule-change page (``book/rule_changes.md``) is generated from :data:`CHANGES`.
+
+A rule says what the paper's words say and is written before its run (:mod:`icl_lib.claims`).
+When a rule is changed later -- a threshold, a window, a rival added, the profiles it is declared
+for, the statistic it is applied to, or the claim replaced -- the change is listed here: the claim,
+its chapter, the rule before and after, why, the date, and whether a run of the claim had been
+seen when it was made.  A rule relaxed after a run is restored to its first form (the restoration
+is itself listed); a rule made stricter after a run, to say what the paper's words say, is listed
+with the run it followed.  The dashboard marks every claim that has an entry here
+(``book/_ext/icl_book.py``), and a test holds each entry to a claim the chapters declare or to a
+claim it says was removed (``tests/test_rule_changes.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .validate import fail
+
+__all__ = ["RuleChange", "CHANGES", "changes_of"]
+
+
+@dataclass(frozen=True)
+class RuleChange:
+    """One change of the rule of the claims ``claims`` of chapter ``chapter`` (its notebook's name,
+    e.g. ``"02_patterns"``) on ``date`` (``YYYY-MM-DD``): ``before`` and ``after`` as the dashboard
+    prints rules (``after`` is ``"removed"`` for a claim no longer declared), ``why`` in words, and
+    ``after_run``: whether a run deciding the claim had been seen when the change was made."""
+
+    chapter: str
+    claims: tuple[str, ...]
+    date: str
+    before: str
+    after: str
+    why: str
+    after_run: bool = True
+
+    def __post_init__(self):
+        if not re.fullmatch(r"\d{2}_[a-z0-9_]+", self.chapter):
+            fail("chapter", self.chapter, "a chapter notebook's name, e.g. '02_patterns'")
+        if not self.claims or any(not c or " " in c for c in self.claims):
+            fail("claims", self.claims, "a non-empty tuple of claim ids")
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", self.date):
+            fail("date", self.date, "a date YYYY-MM-DD")
+        for name in ("before", "after", "why"):
+            if not getattr(self, name).strip():
+                fail(name, getattr(self, name), "a non-empty text")
+
+
+CHANGES: tuple[RuleChange, ...] = ()
+
+
+def changes_of(chapter: str, cid: str) -> list[RuleChange]:
+    """The changes listed for claim ``cid`` of ``chapter``, oldest first."""
+    return sorted((c for c in CHANGES if c.chapter == chapter and cid in c.claims), key=lambda c: c.date)
