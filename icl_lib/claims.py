@@ -72,6 +72,7 @@ __all__ = [
     "Within",
     "Above",
     "Below",
+    "Outside",
     "Excludes",
     "VERDICTS",
     "PROFILES",
@@ -177,6 +178,20 @@ class Below(Rule):
 
     def decide(self, lo, hi):
         return "PASS" if hi < self.t else ("FAIL" if lo >= self.t else "INCONCLUSIVE")
+
+
+class Outside(Rule):
+    """The quantity lies outside ``[a, b]`` (e.g. a ratio that differs from 1 by more than a margin):
+    ``PASS`` when the interval lies wholly outside, ``FAIL`` when it lies wholly inside."""
+
+    def __init__(self, a: float, b: float):
+        self.a, self.b = float(a), float(b)
+        self.text = f"outside[{format_value(self.a)},{format_value(self.b)}]"
+
+    def decide(self, lo, hi):
+        if hi < self.a or lo > self.b:
+            return "PASS"
+        return "FAIL" if self.a <= lo and hi <= self.b else "INCONCLUSIVE"
 
 
 class Excludes(Rule):
@@ -285,6 +300,33 @@ class Claims:
         verdict = "PASS" if passed else "FAIL"
         self._add(Claim(cid, verdict, format_value(measured), expected.replace(" ", ""), statement, self.profile,
                         "-", section, profiles, None, _cell_number(), _known(known_failure), kind))
+
+    def summary_markdown(self) -> str:
+        """This build's verdicts in words, as Markdown: the counts by kind, then one item per claim
+        that did not pass (its measurement and rule, the chapter's report of a non-reproduction, or
+        what would decide an undecided claim).  For a chapter's closing section."""
+        lines = []
+        for kind, label in (("paper", "claims of the papers"), ("beyond", "claims beyond the papers"),
+                            ("check", "checks of the book's own derivations and design")):
+            n = self.counts(kind)
+            if sum(n.values()):
+                lines.append(f"{sum(n.values())} {label}: {n['PASS']} pass, {n['FAIL']} fail, "
+                             f"{n['INCONCLUSIVE']} inconclusive, {n['NOT-RUN']} not run in this profile.")
+        text = "  ".join(lines) + "\n"
+        for c in self.items:
+            if c.verdict == "PASS":
+                continue
+            item = f"\n- `{c.cid}` **{c.verdict}**"
+            if c.verdict == "NOT-RUN":
+                item += f" (declared for {', '.join(c.profiles)})"
+            else:
+                item += f": measured {c.measured}, interval {c.interval}, condition `{c.expected}`"
+            if c.known_failure:
+                item += f"; reported not to reproduce: {c.known_failure}"
+            if c.decide:
+                item += f"; undecided: {c.decide}"
+            text += item + "."
+        return text
 
     def reported(self) -> list[Claim]:
         """The claims whose non-reproduction the chapter reports (``known_failure``), any verdict."""

@@ -99,6 +99,37 @@ def test_verdicts_are_decided_on_the_interval():
         ok.test("x", e(0, 1), Above(0), "s", profiles="slow")
 
 
+def test_outside_kinds_and_what_would_decide_an_undecided_claim(capsys):
+    """Outside(a, b) passes when the interval lies wholly outside the window and fails when it lies
+    inside; a check's kind picks its line's prefix and is counted apart; an INCONCLUSIVE claim with
+    its size says how many units would decide it, and why they are not trained."""
+    from icl_lib.claims import Above, Outside
+    from icl_lib.stats import Estimate, proportion_ci
+
+    c = Claims("t", "paper", device="cpu")
+    for k, (lo, hi, want) in enumerate([(1.06, 1.2, "PASS"), (0.5, 0.9, "PASS"), (0.96, 1.04, "FAIL"),
+                                        (0.9, 1.0, "INCONCLUSIVE"), (1.0, 1.1, "INCONCLUSIVE")]):
+        c.test(f"o{k}", Estimate((lo + hi) / 2, lo, hi), Outside(0.95, 1.05), "s")
+        assert c.items[-1].verdict == want and c.items[-1].expected == "outside[0.95,1.05]"
+    with pytest.raises(ValueError, match="^kind="):
+        c.test("bad", Estimate(1, 0, 2), Above(0), "s", kind="derivation")
+    c.test("derived", Estimate(1, 0.5, 1.5), Above(0), "s", kind="check")
+    assert c.items[-1].line().startswith("CHECK derived PASS")
+    assert c.counts()["PASS"] == 2 and c.counts(None)["PASS"] == 3 and c.counts("check")["PASS"] == 1
+    c.test("open", proportion_ci(9, 12), Above(0.9), "s", n=12, unit="seeds per head count",
+           undecided="the trap chapter decides it")
+    assert c.items[-1].decide == ("about 25 seeds per head count would decide it at the measured value and spread "
+                                  "(12 here); the trap chapter decides it")
+    c.test("no-size", proportion_ci(9, 12), Above(0.9), "s")
+    assert c.items[-1].decide == "the size that would decide it is not given"
+    c.test("decided", proportion_ci(1, 12), Above(0.9), "s", n=12, undecided="x")
+    assert c.items[-1].decide == ""  # a FAIL needs no size
+    with pytest.raises(AssertionError):
+        c.report()
+    out = capsys.readouterr().out
+    assert "UNDECIDED open: about 25 seeds per head count would decide it" in out and "UNDECIDED decided" not in out
+
+
 def test_a_reported_non_reproduction_keeps_its_verdict_and_only_it_does_not_fail_the_chapter(capsys):
     """A claim written before the run that then failed keeps FAIL in its line, counts and JSON;
     report() prints a REPORTED line for it and raises only for the other failures."""

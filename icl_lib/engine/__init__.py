@@ -12,7 +12,7 @@
 
 from .cache import RunCache, cache_dir
 from .execution import Execution
-from .profiles import resolve_profile, train_config
+from .profiles import profile_seeds, resolve_profile, train_config
 from .run import Run, describe_sources, stack_models
 from .schedule import train
 from .steps import TrainingDiverged
@@ -26,6 +26,7 @@ __all__ = [
     "TrainingDiverged",
     "cache_dir",
     "describe_sources",
+    "profile_seeds",
     "resolve_profile",
     "stack_models",
     "train",

@@ -40,12 +40,13 @@ from ..engine.run import Run
 from ..engine.store import RunStore
 from ..stats import LEVEL, Estimate, proportion_ci
 from ..validate import check_choice, check_float_list, check_int, check_int_list, fail
-from .phase import Cell, fraction_diff, grid_specs, outcome_codes
+from .phase import Cell, fraction_diff, grid_specs, outcome_codes, train_grid
 from .sweeps import heads_sweep_specs
 
 __all__ = ["TrapSweep", "STEPS", "SWEEP", "FIRST_SEED", "trap_sweep", "trap_specs", "horizon_config", "run_outcome",
            "outcome_table", "select", "pattern_rate", "rate_table", "trap_given", "rank_auc", "seeds_to_decide",
-           "diff_seeds_to_decide", "settled_steps", "stored_long_runs", "summary", "seeds_for_interval"]
+           "diff_seeds_to_decide", "settled_steps", "stored_long_runs", "summary", "seeds_for_interval",
+           "anchor_outcomes"]
 
 STEPS = {"quick": 6_000, "paper": 20_000}  # the horizon: Adam steps of every run of the sweep
 FIRST_SEED = 1000  # the sweep's first seed: fresh (the other chapters use seeds below 100)
@@ -320,3 +321,17 @@ def summary(models: pd.DataFrame, sweep: TrapSweep, claims) -> str:
         if cid in verdict:
             lines.append(f"- {text[0].upper() + text[1:]}: {verdict[cid]}.")
     return "\n".join(lines)
+
+
+def anchor_outcomes(heads: Sequence[int], profile: str, device: str = "auto") -> dict[int, tuple[int, int]]:
+    """``{H: (seeds in the pattern, seeds)}`` of the profile's sweep at the paper's setting (PyTorch's
+    initialisation, Adam at the paper's rate, d = 5, L = 40, sigma2 = 0.1) for every H of ``heads``
+    the sweep has: fresh seeds whose outcome is settled by the horizon (the chapter's first claims),
+    which chapter 2 counts with its own seeds.  Found in the run cache or the store (trained
+    otherwise)."""
+    sweep = trap_sweep(profile)
+    plan = {sweep.cell(H): sweep.anchor_seeds for H in heads if H in sweep.heads}
+    if not plan:
+        return {}
+    models = outcome_table(train_grid(plan, FIRST_SEED, horizon_config(profile), device=device))
+    return {int(H): (int(sub.pattern.sum()), len(sub)) for H, sub in models.groupby("H")}

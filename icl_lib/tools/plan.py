@@ -35,7 +35,7 @@ import torch
 from ..config import DataConfig, ModelConfig, RunSpec
 from ..engine.cache import RunCache
 from ..engine.execution import Execution
-from ..engine.profiles import resolve_profile, train_config
+from ..engine.profiles import profile_seeds, resolve_profile, train_config
 from ..engine.run import Run
 from ..engine.schedule import chunk_cost, group_chunks, schedule, train
 from ..engine.store import RunStore, early_twin, experiment_key, holds_all
@@ -43,8 +43,9 @@ from ..engine.trainer import EnsembleTrainer
 from ..paper1.anisotropic import rho_specs
 from ..paper1.optimality import proportional_specs, variant_specs
 from ..paper1.phase import PhaseGrid, grid_specs, profile_lrs
+from ..paper1.sensitivity import FIRST_SEED as SENS_SEED, sensitivity_specs
 from ..paper1.sweeps import as_heads, heads_sweep_specs
-from ..paper1.trap import horizon_config, trap_specs, trap_sweep
+from ..paper1.trap import FIRST_SEED as TRAP_SEED, horizon_config, trap_specs, trap_sweep
 from ..validate import check_choice, check_int, literal_list
 from .records import served
 
@@ -80,7 +81,23 @@ def _setup(p: dict, profile: str) -> list[RunSpec]:  # chapter 1: one model
 def _sweep(p: dict, profile: str, heads=None, data=None) -> list[RunSpec]:  # chapter 2's H = 1..4 sweep
     heads = as_heads(literal_list("heads", p["heads"]) if heads is None else heads)
     data = DataConfig(d=p["d"], L=p["L"], sigma2=p["sigma2"]) if data is None else data
-    return heads_sweep_specs(heads, p["seeds"], p["seed"], data, _train_cfg(p, profile))
+    seeds = profile_seeds(profile, "patterns", p["seeds"])
+    return heads_sweep_specs(heads, seeds, p["seed"], data, _train_cfg(p, profile))
+
+
+def _patterns(p: dict, profile: str) -> list[RunSpec]:  # chapter 2: the sweep, the other optimiser settings
+    data = DataConfig(d=p["d"], L=p["L"], sigma2=p["sigma2"])
+    cfg = _train_cfg(p, profile)
+    specs = _sweep(p, profile)
+    if p["sens_heads"]:
+        seeds = profile_seeds(profile, "sensitivity", p["sens_seeds"])
+        specs += [s for group in sensitivity_specs(p["sens_heads"], seeds, SENS_SEED, data, cfg).values()
+                  for s in group]
+    if profile == "paper" and (p["d"], p["L"], p["sigma2"], cfg.lr) == (5, 40, 0.1, 1e-3):
+        sweep = trap_sweep(profile)  # chapter 9's fresh seeds at the paper's setting, counted with these
+        heads = [H for H in as_heads(literal_list("heads", p["heads"])) if H in sweep.heads]
+        specs += grid_specs({sweep.cell(H): sweep.anchor_seeds for H in heads}, TRAP_SEED, horizon_config(profile))
+    return specs
 
 
 def _dynamics(p: dict, profile: str) -> list[RunSpec]:  # chapter 3: the sweep's H and gd_heads
@@ -119,7 +136,7 @@ def _beyond(p: dict, profile: str) -> list[RunSpec]:  # chapter 9: the trap swee
 # chapter -> its runs from its parameters (chapters absent here train nothing)
 CHAPTER_PLANS: dict[str, Callable[[dict, str], list[RunSpec]]] = {
     "01_setup": _setup,
-    "02_patterns": _sweep,
+    "02_patterns": _patterns,
     "03_two_stage_dynamics": _dynamics,
     "05_optimality": _optimality,
     "06_anisotropic": _anisotropic,

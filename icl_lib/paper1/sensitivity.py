@@ -1,0 +1,123 @@
+"""The same predictor for every head count and every optimiser setting (paper 1, §3, C.1, §4.2).
+
+Paper 1 says that all multi-head models learn the same predictor -- "across different models, the
+limiting value of [|omega|] are the same", as is the summed OV entry of each sign group (C.1 (ii)),
+with dummy heads appearing "when H > 2" and never at H = 2, where "there should be at least one
+positive head and one negative head" (C.1 (iii)) -- and that "the results are not sensitive to the
+choice of optimization algorithm, hyperparameters such as batch size and learning rate" (C.1),
+while "the learned scale [omega] depends on the learning rate, training steps, and batch size (if
+SGD or Adam is applied) due to the 'river valley' loss landscape" (§4.2).  Chapter 2 measures both:
+
+* :func:`group_scales` -- per model in the positive/negative pattern, the mean ``|omega_h|`` over
+  its live heads and the summed ``mu_h`` of its positive group (C.1 (ii));
+* :func:`dummy_fraction` -- the fraction of models with a dummy head, per head count (C.1 (iii));
+* :func:`end_states`, :func:`end_state_table` -- per setting, the seeds in the pattern, the
+  learned rate and the scale;
+* :data:`ALTERNATIVES`, :func:`alternative_configs`, :func:`sensitivity_specs` -- the profile's
+  training with one factor changed at a time: a learning rate 3 times the profile's, a batch of 64
+  instead of 256, and plain SGD instead of Adam.  SGD's rate, 0.03, was chosen from a pilot of
+  20,000 steps on two three-head seeds (900, 901, not used here) at 0.003, 0.01, 0.03 and 0.1: the
+  rates that left the single head's loss within the first 10,000 steps were 0.01 to 0.1, and 0.03
+  is their middle.  The runs use fresh seeds (:data:`FIRST_SEED`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..circuits import PatternSummary
+from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
+from ..engine import Run, train
+from ..stats import LEVEL, Estimate, median_ci, proportion_ci
+from ..validate import check_int
+
+__all__ = ["ALTERNATIVES", "FIRST_SEED", "SGD_LR", "alternative_configs", "sensitivity_specs", "train_sensitivity",
+           "group_scales", "dummy_fraction", "end_states", "end_state_table"]
+
+SGD_LR = 0.03  # plain SGD's rate (see the module's docstring)
+FIRST_SEED = 2000  # the sensitivity runs' first seed: fresh (chapter 2 uses seeds below 100, chapter 9 from 1000)
+# one factor at a time, against the profile's training: name -> what changes
+ALTERNATIVES = {
+    "lr x3": "Adam at three times the profile's learning rate",
+    "batch 64": "Adam with 64 fresh sequences per step instead of 256",
+    "SGD": f"plain SGD at learning rate {SGD_LR} instead of Adam",
+}
+
+
+def alternative_configs(base: TrainConfig) -> dict[str, TrainConfig]:
+    """The profile's :class:`TrainConfig` ``base`` with one factor of :data:`ALTERNATIVES` changed
+    (steps, history and validation set unchanged).  Chapter 2."""
+    return {
+        "lr x3": dataclasses.replace(base, lr=3 * base.lr),
+        "batch 64": dataclasses.replace(base, batch=64),
+        "SGD": dataclasses.replace(base, optimizer="sgd", lr=SGD_LR),
+    }
+
+
+def sensitivity_specs(heads: int, seeds: int, seed: int, data: DataConfig, base: TrainConfig) -> dict[str, list[RunSpec]]:
+    """``{alternative: [RunSpec per seed]}``: ``seeds`` models of ``heads`` heads with run seeds
+    ``seed, seed + 1, ...`` for every alternative of :func:`alternative_configs`.  Chapter 2."""
+    heads = check_int("heads", heads, 2, 16)
+    seeds = check_int("seeds", seeds, 1, 1_000)
+    seed = check_int("seed", seed, 0)
+    return {name: [RunSpec(data=data, model=ModelConfig(heads=heads), train=cfg, seed=seed + k) for k in range(seeds)]
+            for name, cfg in alternative_configs(base).items()}
+
+
+def train_sensitivity(heads: int, seeds: int, seed: int, data: DataConfig, base: TrainConfig,
+                      device: str = "auto") -> dict[str, list[Run]]:
+    """Train (or find in the run cache and store) every run of :func:`sensitivity_specs`, in one
+    call of the engine.  Chapter 2."""
+    specs = sensitivity_specs(heads, seeds, seed, data, base)
+    flat = [s for group in specs.values() for s in group]
+    runs = iter(train(flat, device=device))
+    return {name: [next(runs) for _ in group] for name, group in specs.items()}
+
+
+def _live(p: PatternSummary) -> list[int]:
+    return [h for h in range(p.heads) if p.groups[h] != "dummy"]
+
+
+def group_scales(patterns: Sequence[PatternSummary]) -> dict[str, np.ndarray]:
+    """For the models of ``patterns`` in the positive/negative pattern: ``"omega"``, each model's
+    mean ``|omega_h|`` over its live heads, and ``"mu+"``, its positive group's summed ``mu_h``
+    (paper 1, C.1 (ii): both the same for every H).  Chapter 2."""
+    pn = [p for p in patterns if p.kind == "pos/neg"]
+    return {"omega": np.array([np.mean([abs(p.omega[h]) for h in _live(p)]) for p in pn]),
+            "mu+": np.array([sum(m for m in p.mu if m > 0) for p in pn])}
+
+
+def dummy_fraction(patterns: Sequence[PatternSummary], level: float = LEVEL) -> Estimate:
+    """The fraction of the models of ``patterns`` in the positive/negative pattern that have at least
+    one dummy head, with its exact interval (paper 1, C.1 (iii)).  Chapter 2."""
+    pn = [p for p in patterns if p.kind == "pos/neg"]
+    if not pn:
+        return Estimate(float("nan"), -float("inf"), float("inf"), level, "no model in the pattern")
+    return proportion_ci(sum(p.n_dummy > 0 for p in pn), len(pn), level)
+
+
+def end_states(runs: Mapping[str, Sequence[Run]]) -> dict[str, dict]:
+    """Per setting of ``runs`` (``{name: [runs]}``): ``"seeds"``, ``"pos/neg"`` (how many end in the
+    positive/negative pattern), ``"eta"`` (the median learned rate over those, with its
+    order-statistic interval; unbounded with fewer than six) and ``"omega"`` (each such model's
+    mean ``|omega_h|`` over its live heads, :func:`group_scales`).  Chapter 2."""
+    out = {}
+    for name, rs in runs.items():
+        ps = [r.pattern() for r in rs]
+        pn = [p for p in ps if p.kind == "pos/neg"]
+        eta = median_ci([p.eta for p in pn]) if pn else Estimate(float("nan"), -float("inf"), float("inf"))
+        out[name] = {"seeds": len(ps), "pos/neg": len(pn), "eta": eta, "omega": group_scales(pn)["omega"]}
+    return out
+
+
+def end_state_table(states: Mapping[str, dict]) -> pd.DataFrame:
+    """One row per setting of :func:`end_states`: seeds, seeds in the pattern, the median learned
+    rate with its interval, and the median ``|omega|``.  Chapter 2."""
+    return pd.DataFrame([{"setting": name, "seeds": s["seeds"], "pos/neg": s["pos/neg"], "eta": s["eta"].value,
+                          "eta lo": s["eta"].lo, "eta hi": s["eta"].hi,
+                          "median |omega|": float(np.median(s["omega"])) if len(s["omega"]) else float("nan")}
+                         for name, s in states.items()])
