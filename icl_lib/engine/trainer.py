@@ -195,7 +195,8 @@ class EnsembleTrainer:
         self.elapsed = float(state["elapsed"])
         self.watch.first_bad.copy_(state["first_bad"])
         self.watch.bad_loss.copy_(state["bad_loss"])
-        self.history = {k: list(v) for k, v in state["history"].items()}
+        # the history is kept on the CPU (as recorded), while map_location may have moved it to the GPU
+        self.history = {k: [x.cpu() if torch.is_tensor(x) else x for x in v] for k, v in state["history"].items()}
 
     def save_checkpoint(self) -> None:
         """Write the checkpoint atomically: a temporary file in the same folder, then a rename."""
