@@ -78,10 +78,10 @@ def _setup(p: dict, profile: str) -> list[RunSpec]:  # chapter 1: one model
     return [RunSpec(data=data, model=ModelConfig(heads=p["heads"]), train=_train_cfg(p, profile), seed=p["seed"])]
 
 
-def _sweep(p: dict, profile: str, heads=None, data=None) -> list[RunSpec]:  # chapter 2's H = 1..4 sweep
+def _sweep(p: dict, profile: str, heads=None, data=None, group: str = "patterns") -> list[RunSpec]:  # chapter 2's
     heads = as_heads(literal_list("heads", p["heads"]) if heads is None else heads)
     data = DataConfig(d=p["d"], L=p["L"], sigma2=p["sigma2"]) if data is None else data
-    seeds = profile_seeds(profile, "patterns", p["seeds"])
+    seeds = profile_seeds(profile, group, p["seeds"])
     return heads_sweep_specs(heads, seeds, p["seed"], data, _train_cfg(p, profile))
 
 
@@ -102,7 +102,7 @@ def _patterns(p: dict, profile: str) -> list[RunSpec]:  # chapter 2: the sweep, 
 
 def _dynamics(p: dict, profile: str) -> list[RunSpec]:  # chapter 3: the sweep's H and gd_heads
     heads = sorted(set(as_heads(literal_list("heads", p["heads"]))) | {p["gd_heads"]})
-    return _sweep(p, profile, heads=heads)
+    return _sweep(p, profile, heads=heads, group="dynamics")
 
 
 def _optimality(p: dict, profile: str) -> list[RunSpec]:  # chapter 5: the sweep, 2-head variants, xi = d / L
