@@ -115,7 +115,8 @@ def _optimality(p: dict, profile: str) -> list[RunSpec]:  # chapter 5: the sweep
 
 def _anisotropic(p: dict, profile: str) -> list[RunSpec]:  # chapter 6: two heads per rho and seed
     rhos = sorted({*literal_list("rhos", p["rhos"]), p["rho"]})
-    return rho_specs(rhos, p["seeds"], p["seed"], p["d"], p["L"], p["sigma2"], _train_cfg(p, profile))
+    seeds = profile_seeds(profile, "anisotropic", p["seeds"])
+    return rho_specs(rhos, seeds, p["seed"], p["d"], p["L"], p["sigma2"], _train_cfg(p, profile))
 
 
 def _multitask(p: dict, profile: str) -> list[RunSpec]:  # chapter 7: the sweep on several tasks
