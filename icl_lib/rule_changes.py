@@ -7,15 +7,18 @@ for, the statistic it is applied to, or the claim replaced -- the change is list
 its chapter, the rule before and after, why, the date, and whether a run of the claim had been
 seen when it was made.  A rule relaxed after a run is restored to its first form (the restoration
 is itself listed); a rule made stricter after a run, to say what the paper's words say, is listed
-with the run it followed.  The dashboard marks every claim that has an entry here
+with the run it followed.  The list is kept in ``rule_changes.json`` beside this module (one object
+per change, the fields of :class:`RuleChange`); a change is added there, never edited away.  The dashboard marks every claim that has an entry here
 (``book/_ext/icl_book.py``), and a test holds each entry to a claim the chapters declare or to a
 claim it says was removed (``tests/test_rule_changes.py``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from .validate import fail
 
@@ -49,7 +52,14 @@ class RuleChange:
                 fail(name, getattr(self, name), "a non-empty text")
 
 
-CHANGES: tuple[RuleChange, ...] = ()
+def _load() -> tuple[RuleChange, ...]:
+    """The changes listed in ``rule_changes.json`` beside this module, oldest first."""
+    raw = json.loads(Path(__file__).with_name("rule_changes.json").read_text())
+    return tuple(sorted((RuleChange(r["chapter"], tuple(r["claims"]), r["date"], r["before"], r["after"], r["why"],
+                                    bool(r["after_run"])) for r in raw), key=lambda c: c.date))
+
+
+CHANGES: tuple[RuleChange, ...] = _load()
 
 
 def changes_of(chapter: str, cid: str) -> list[RuleChange]:
