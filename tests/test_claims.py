@@ -154,3 +154,22 @@ def test_a_reported_non_reproduction_keeps_its_verdict_and_only_it_does_not_fail
     for bad in ("   ", None):
         with pytest.raises(ValueError, match="known_failure"):
             c.test("x", Estimate(0.9, 0.8, 1.0), Above(0.5), "s", known_failure=bad)
+
+
+def test_summary_markdown_counts_by_kind_and_lists_what_did_not_pass():
+    from icl_lib.claims import Above
+    from icl_lib.stats import Estimate, proportion_ci
+
+    c = Claims("t", "paper", device="cpu")
+    c.test("ok", Estimate(1, 0.5, 1.5), Above(0), "s")
+    c.test("open", proportion_ci(9, 12), Above(0.9), "s", n=12, undecided="why")
+    c.test("gone", Estimate(-1, -2, -0.5), Above(0), "s", known_failure="reported here")
+    c.check("derived", True, 1, "x", kind="check")
+    c.not_run("later", ">0", "s", profiles=("quick",))
+    text = c.summary_markdown()
+    assert text.startswith("4 claims of the papers: 1 pass, 1 fail, 1 inconclusive, 1 not run in this profile.")
+    assert "1 checks of the book's own derivations and design: 1 pass" in text
+    assert "`ok`" not in text and "`derived`" not in text
+    assert "- `open` **INCONCLUSIVE**: measured 0.75" in text and "undecided: about 25 seeds" in text
+    assert "- `gone` **FAIL**" in text and "reported not to reproduce: reported here" in text
+    assert "- `later` **NOT-RUN** (declared for quick)" in text

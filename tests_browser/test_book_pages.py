@@ -100,6 +100,19 @@ CHECK_JS = r"""
     }),
     statusRows: Array.from(document.querySelectorAll('table.icl-status tbody tr')).map(
       (tr) => Array.from(tr.children).map((td) => td.innerText.trim())),
+    // code and printed output wider than the page's column (a reader would scroll sideways)
+    overflowing: Array.from(document.querySelectorAll('div.cell_input pre, div.cell_output pre'))
+      .filter((e) => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+      .map((e) => e.innerText.split('\n').reduce((a, b) => (b.length > a.length ? b : a), '').slice(0, 100)),
+    // the code cells a reader sees (hidden and removed inputs are not in this list)
+    shownCode: Array.from(document.querySelectorAll('div.cell_input'))
+      .filter((e) => e.offsetParent !== null && !e.closest('details'))
+      .map((e) => e.innerText),
+    // wide tables: wider than the column and not inside a box that scrolls them
+    wideTables: Array.from(document.querySelectorAll('article table'))
+      .filter((t) => t.offsetParent !== null && t.scrollWidth > (document.querySelector('article') || document.body).clientWidth + 1
+              && !t.closest('.icl-scroll, .output, .cell_output'))
+      .map((t) => t.className),
   });
 })()
 """
@@ -175,6 +188,25 @@ def test_chapter_has_typeset_maths_and_numbered_figures(visit, doc):
     assert r["figures"], f"{doc}: no figure"
     for f in r["figures"]:
         assert re.match(r"Fig\. \d+(\.\d+)*", f["number"].strip()), f"{doc}: figure without a number {f}"
+
+
+# A cell that only validates parameters, imports modules or glues numbers is plumbing: the book
+# removes its input from the page (cell tags remove-input / hide-input; nbval still runs it).
+PLUMBING = re.compile(r"^(import \S|from \S+ import |\w+ = check_\w+\(|icl\.resolve_profile\()", re.M)
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_page_fits_a_1280_pixel_window(visit, doc):
+    r = visit(doc).result
+    assert not r["overflowing"], f"{doc}: code or output wider than the column: {r['overflowing'][:3]}"
+    assert not r["wideTables"], f"{doc}: tables wider than the page outside a scrolling box: {r['wideTables']}"
+
+
+@pytest.mark.parametrize("doc", CHAPTERS)
+def test_chapter_shows_no_validation_or_import_cell(visit, doc):
+    shown = visit(doc).result["shownCode"]
+    plumbing = [c.splitlines()[0] for c in shown if PLUMBING.search(c)]
+    assert not plumbing, f"{doc} shows plumbing cells (validation, imports): {plumbing}"
 
 
 def shown_claims(visit, doc: str) -> list[tuple[str, str]]:
