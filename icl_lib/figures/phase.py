@@ -137,7 +137,7 @@ def time_to_pattern(models: Mapping[str, pd.DataFrame], fits: Mapping[str, dict]
     the per-value median over all runs (censored ones included) with the ends of its
     order-statistic interval that the seeds bound; and the power law of ``fits[axis]`` (:func:`~icl_lib.paper1.phase.time_scaling`),
     labelled with its slope and interval.  Returns the figure."""
-    from ..paper1.phase import censored_median_ci
+    from ..stats import censored_median_ci
 
     if not models:
         fail("models", {}, "at least one panel {axis: runs}")

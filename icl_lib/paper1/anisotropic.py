@@ -44,15 +44,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from scipy import stats as sps
-
-from ..circuits import effective_preconditioner, kq_blocks, mu_of, omega_of
+from ..circuits import effective_preconditioner, kq_blocks, omega_of
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
 from ..data import sample_chunks
 from ..engine import Run, describe_sources, stack_models, train
 from ..estimators import bayes_risk_mc, debiased_gd_predict, model_risk
 from ..seeding import derive_seed, generator
-from ..stats import LEVEL, Estimate, median_ci, proportion_ci
+from ..stats import LEVEL, Estimate, largest, median_ci, proportion_ci, seed_median_ci, smallest
+from ..stats.combine import _z
 from ..validate import check_float, check_int, fail
 
 __all__ = [
@@ -82,10 +81,6 @@ __all__ = [
     "inverse_distances",
     "length_losses",
     "distance_sweep",
-    "seed_median_ci",
-    "largest",
-    "smallest",
-    "envelope",
     "risk_estimates",
     "b3_estimates",
     "paired_losses",
@@ -291,15 +286,11 @@ def risk_check(data: DataConfig, n: int, seed: int, scale: float = 0.1) -> "pand
     return pd.DataFrame(rows).set_index("Gamma")
 
 
-def _z(level: float) -> float:
-    return float(sps.norm.ppf(0.5 + level / 2))
-
-
 def risk_estimates(mc: "pandas.DataFrame", level: float = LEVEL) -> dict[str, Estimate]:  # noqa: F821
     """The two claims of chapter 6 on :func:`risk_check`'s table (paper 1, G.4): ``"closed form"``,
     the relative error ``MC / closed - 1`` of the closed-form risk at ``Gamma*`` (normal interval
     from the Monte Carlo std error), and ``"minimum"``, the smaller paired Monte Carlo excess risk
-    of the perturbations over ``Gamma*`` (:func:`smallest` of their normal intervals)."""
+    of the perturbations over ``Gamma*`` (:func:`~icl_lib.stats.smallest` of their normal intervals)."""
     z, star = _z(level), mc.loc["Gamma*"]
     rel = star["Monte Carlo"] / star["closed form"] - 1
     half = z * star["std error"] / star["closed form"]
@@ -309,55 +300,6 @@ def risk_estimates(mc: "pandas.DataFrame", level: float = LEVEL) -> dict[str, Es
                           float(r["minus Gamma*"] + z * r["paired se"]), level, "paired mean, normal interval")
               for k, r in pert.iterrows()}
     return {"closed form": closed, "minimum": smallest(excess)}
-
-
-# ------------------------------------------------------------------------------- intervals over seeds
-def seed_median_ci(values, ses=None, level: float = LEVEL) -> Estimate:
-    """Median over seeds of per-seed measurements with :func:`icl_lib.stats.median_ci`'s
-    order-statistic interval; when each measurement carries a test-set standard error ``ses`` (a
-    loss on finite test prompts), the interval is widened on both sides by ``z * max(ses)`` so that
-    it also covers the test-set noise of the seeds at its ends (chapters 6 and 7)."""
-    est = median_ci(values, level)
-    if ses is None:
-        return est
-    ses = np.asarray(ses, dtype=float)
-    if ses.shape != np.asarray(values).shape or not np.isfinite(ses).all() or (ses < 0).any():
-        fail("ses", list(ses[:8]), "one finite standard error >= 0 per value")
-    w = _z(level) * float(ses.max())
-    return Estimate(est.value, est.lo - w, est.hi + w, level, est.what + ", widened by z x the largest test-set se")
-
-
-def largest(estimates: Mapping) -> Estimate:
-    """The largest of several estimates, ``[max lo, max hi]``: a ``Below`` rule on it passes when
-    every estimate's interval is below the threshold and fails when one lies wholly above ("at every
-    rho", "for every H"; chapters 6 and 7).  Each bound covers the largest true value at least as often
-    as one interval covers its own."""
-    return _bound_of(estimates, max, "largest")
-
-
-def smallest(estimates: Mapping) -> Estimate:
-    """The smallest of several estimates, ``[min lo, min hi]`` (for ``Above`` rules; see :func:`largest`)."""
-    return _bound_of(estimates, min, "smallest")
-
-
-def _bound_of(estimates: Mapping, pick, word: str) -> Estimate:
-    e = list(estimates.values())
-    if not e:
-        fail("estimates", estimates, "at least one Estimate")
-    return Estimate(pick(x.value for x in e), pick(x.lo for x in e), pick(x.hi for x in e), e[0].level,
-                    f"{word} of {len(e)}: " + ", ".join(f"{k}" for k in estimates))
-
-
-def envelope(estimates: Mapping) -> Estimate:
-    """The hull ``[min lo, max hi]`` of several estimates, valued at the one farthest from 0: a
-    ``Within`` rule on it passes only when every interval lies in the window (a rule for every task
-    of chapter 7; it fails only when all of them lie outside on one side, so it is conservative)."""
-    e = list(estimates.values())
-    if not e:
-        fail("estimates", estimates, "at least one Estimate")
-    far = max(e, key=lambda x: abs(x.value))
-    return Estimate(far.value, min(x.lo for x in e), max(x.hi for x in e), e[0].level,
-                    f"hull of {len(e)}: " + ", ".join(f"{k}" for k in estimates))
 
 
 # ------------------------------------------------------------------------------- chapter 6: training
@@ -672,10 +614,10 @@ def loss_summary(losses: "pandas.DataFrame") -> "pandas.DataFrame":  # noqa: F82
 
 def loss_estimates(losses: "pandas.DataFrame", min_rho: float = 0.5, level: float = LEVEL) -> dict:  # noqa: F821
     """Chapter 6's two loss claims from :func:`paired_losses` (paper 1, B.3), each the median over
-    seeds of the paired gaps with :func:`seed_median_ci` (widened by the test-set error):
+    seeds of the paired gaps with :func:`~icl_lib.stats.seed_median_ci` (widened by the test-set error):
     ``"PGD"`` on the positive/negative models with ``rho != 0`` (pooled) and ``"PGD (all)"`` on all
     of them; ``"dGD"`` per ``rho >= min_rho`` on its positive/negative models, combined by
-    :func:`largest` ("at every such rho"), and ``"dGD (all)"`` the same on all seeds.  A key is
+    :func:`~icl_lib.stats.largest` ("at every such rho"), and ``"dGD (all)"`` the same on all seeds.  A key is
     absent where its models are."""
     aniso = losses[losses.rho != 0]
     out = {}
@@ -697,7 +639,7 @@ def loss_estimates(losses: "pandas.DataFrame", min_rho: float = 0.5, level: floa
 def sweep_estimates(table: "pandas.DataFrame", level: float = LEVEL) -> tuple[Estimate | None, "pandas.DataFrame"]:  # noqa: F821,E501
     """"At every rho != 0 the learned shape is closer to ``Gamma*`` than to ``I``" (chapter 6): per rho,
     the median over all its seeds of ``d(Gamma*) - d(I)`` (:func:`circuit_table`) with its
-    order-statistic interval, and their :func:`largest` (None without a rho != 0).  Returns it and
+    order-statistic interval, and their :func:`~icl_lib.stats.largest` (None without a rho != 0).  Returns it and
     the per-rho table (value, lo, hi, seeds)."""
     per = {r: median_ci(g["d(Gamma*) - d(I)"], level) for r, g in table[table.rho != 0].groupby("rho")}
     tab = pd.DataFrame([{"rho": r, "median d(Gamma*) - d(I)": e.value, "lo": e.lo, "hi": e.hi,

@@ -52,9 +52,8 @@ from ..data import Batch, sample_chunks
 from ..engine import stack_models
 from ..estimators import debiased_gd_predict
 from ..seeding import derive_seed, generator
-from ..stats import LEVEL, Estimate, mean_se_from_sums, median_ci, proportion_ci
+from ..stats import LEVEL, Estimate, largest, mean_se_from_sums, median_ci, proportion_ci, seed_median_ci
 from ..validate import check_float, check_int, check_int_list, fail
-from .anisotropic import largest, seed_median_ci
 
 __all__ = [
     "CoordinateGroup",
@@ -668,7 +667,7 @@ def task_loss_table(sweep: dict, modes: dict, data: DataConfig, n: int = 20_000,
 
 def loss_gap_estimates(losses: "pandas.DataFrame", H: int, column: str, level: float = LEVEL) -> dict[int, Estimate]:  # noqa: F821,E501
     """Per task (1-based keys): the median over the seeds of ``H`` heads of ``losses[column]`` (a
-    paired gap of :func:`task_loss_table`) with :func:`~icl_lib.paper1.anisotropic.seed_median_ci`,
+    paired gap of :func:`task_loss_table`) with :func:`~icl_lib.stats.seed_median_ci`,
     widened by the largest paired se (``column + " se"``); empty without such rows.  Chapter 7's loss
     claims combine the tasks with ``largest``, ``smallest`` or ``envelope``."""
     rows = losses[(losses["H"] == H) & losses[column].notna()]
@@ -685,7 +684,7 @@ def mode_estimates(modes: dict, N: int, level: float = LEVEL) -> dict[int, Estim
 def global_pattern_estimates(gp: "pandas.DataFrame", level: float = LEVEL) -> dict[str, Estimate]:  # noqa: F821
     """For each column of :func:`global_pattern_table`: the largest over head counts of the median
     over seeds (order-statistic intervals, combined by
-    :func:`~icl_lib.paper1.anisotropic.largest`): "for every H" (paper 1, B.4; chapter 7)."""
+    :func:`~icl_lib.stats.largest`): "for every H" (paper 1, B.4; chapter 7)."""
     return {col: largest({f"H={H}": median_ci(g[col], level) for H, g in gp.groupby(level="H")}) for col in gp.columns}
 
 

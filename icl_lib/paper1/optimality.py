@@ -23,10 +23,12 @@ Chapter 5's measurements, built on :mod:`icl_lib.estimators`, :mod:`icl_lib.circ
   :func:`proportional_specs`, :func:`proportional_table` -- trained models there (Theorem 4.2 (iii)).
 
 The intervals of the chapter's claims (:mod:`icl_lib.claims` decides on them) come from
-:func:`extreme` (the largest, smallest or largest absolute of several measured quantities, with
-Bonferroni-simultaneous intervals), :func:`interval_image` (a function of one interval-valued
-quantity), :func:`paired_ratio` (two predictors on the same sequences) and :func:`seed_ratio`
-(two groups of trained models on the same sequences, with the spread over seeds).
+:mod:`icl_lib.stats`: :func:`~icl_lib.stats.extreme` (the largest, smallest or largest absolute of
+several measured quantities, with Bonferroni-simultaneous intervals),
+:func:`~icl_lib.stats.interval_image` (a function of one interval-valued quantity),
+:func:`~icl_lib.stats.paired_ratio` (two predictors on the same sequences) and
+:func:`~icl_lib.stats.seed_ratio` (two groups of trained models on the same sequences, with the
+spread over seeds).
 
 :func:`check_lengths`, :func:`check_heads` and :func:`check_omegas` validate chapter parameters.
 
@@ -61,16 +63,16 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats as sps
 
 from .. import estimators as est
 from ..circuits import effective_preconditioner, effective_rate, mu_of, omega_of
-from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
+from ..config import DataConfig, RunSpec, TrainConfig
 from ..data import Batch, sample_batch, sample_chunks
 from ..engine import Run, stack_models, train
 from ..models import ACTIVATIONS, AttentionEnsemble
-from ..seeding import derive_seed, generator
-from ..stats import LEVEL, Estimate, median_ci, proportion_ci
+from ..seeding import derive_seed
+from ..stats import LEVEL, Estimate, extreme, interval_image, median_ci, paired_ratio, proportion_ci, seed_ratio
+from ..stats.combine import _extreme_of_intervals, _quantile
 from ..validate import check_float, check_float_list, check_int, fail
 from .sweeps import as_heads, heads_sweep_specs
 
@@ -78,10 +80,6 @@ __all__ = [
     "check_lengths",
     "check_heads",
     "check_omegas",
-    "extreme",
-    "interval_image",
-    "paired_ratio",
-    "seed_ratio",
     "length_errors",
     "length_sweep",
     "reference_curves",
@@ -176,84 +174,6 @@ def check_omegas(omegas, fit_max: float, name: str = "lin_omegas") -> list[float
     if sum(w <= fit_max for w in out) < 2:
         fail(name, omegas, f"a list with at least two values <= lin_fit_max = {fit_max:g}")
     return out
-
-
-# ----------------------------------------------------------------------------- intervals of claims
-def _quantile(level: float, m: int, df=None) -> float:
-    """Two-sided quantile of each of ``m`` Bonferroni-simultaneous intervals at family ``level``
-    (normal, or Student's t with ``df`` degrees of freedom)."""
-    p = 1 - (1 - level) / (2 * m)
-    return float(sps.norm.ppf(p)) if df is None else float(sps.t.ppf(p, df))
-
-
-def extreme(values, ses, kind: str = "max", df=None, level: float = LEVEL, what: str = "") -> Estimate:
-    """The largest (``kind="max"``), smallest (``"min"``) or largest absolute value (``"absmax"``)
-    of ``m`` measured quantities ``values`` with standard errors ``ses``, and an interval that
-    holds the true extreme whenever all ``m`` intervals ``value_k +- q se_k`` hold (each at level
-    ``1 - (1 - level) / m``, Bonferroni; ``q`` normal, or t with ``df``, a number or one per
-    quantity).  A rule such as ``Below(t)`` on a ``"max"`` then passes only when every quantity's
-    interval lies below ``t`` and fails when one lies wholly above it.  Chapter 5."""
-    v = np.asarray(values, dtype=float).reshape(-1)
-    s = np.asarray(ses, dtype=float).reshape(-1)
-    if v.size == 0 or v.shape != s.shape or not np.isfinite(v).all() or (s < 0).any():
-        fail("values", list(v[:6]), "a non-empty sequence of finite values with as many standard errors >= 0")
-    dfs = np.broadcast_to(np.asarray(np.nan if df is None else df, dtype=float), v.shape)
-    q = np.array([_quantile(level, v.size, None if np.isnan(k) else k) for k in dfs])
-    lo, hi = v - q * s, v + q * s
-    if kind == "max":
-        val, a, b = v.max(), lo.max(), hi.max()
-    elif kind == "min":
-        val, a, b = v.min(), lo.min(), hi.min()
-    elif kind == "absmax":
-        near = np.where((lo <= 0) & (hi >= 0), 0.0, np.minimum(np.abs(lo), np.abs(hi)))
-        val, a, b = np.abs(v).max(), near.max(), np.maximum(np.abs(lo), np.abs(hi)).max()
-    else:
-        fail("kind", kind, "one of 'max', 'min', 'absmax'")
-    label = what or f"{kind} of {v.size}"
-    return Estimate(float(val), float(a), float(b), level, f"{label}, Bonferroni-simultaneous intervals")
-
-
-def interval_image(
-    f: Callable[[float], float], lo: float, hi: float, breaks: Sequence[float] = ()
-) -> tuple[float, float]:
-    """``(min, max)`` of ``f`` over ``[lo, hi]`` for ``f`` monotone between the points ``breaks``
-    (e.g. ``|x - a| - |x - b|``, with breaks ``a`` and ``b``): the image of an interval."""
-    xs = [lo, hi, *[b for b in breaks if lo < b < hi]]
-    ys = [f(x) for x in xs]
-    return min(ys), max(ys)
-
-
-def paired_ratio(a, b) -> tuple[np.ndarray, np.ndarray]:
-    """``mean(a) / mean(b) - 1`` over the last axis (paired values, e.g. squared errors of two
-    predictors on the same sequences) and its delta-method standard error
-    ``sd(a - r b) / (sqrt(n) mean(b))``, ``r = mean(a) / mean(b)``; leading axes are kept."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.shape != b.shape or a.shape[-1] < 2:
-        fail("b", b.shape, f"paired values of a's shape {a.shape} (at least 2 on the last axis)")
-    ma, mb = a.mean(-1), b.mean(-1)
-    r = ma / mb
-    se = (a - r[..., None] * b).std(-1, ddof=1) / (math.sqrt(a.shape[-1]) * np.abs(mb))
-    return r - 1, se
-
-
-def seed_ratio(a, b) -> tuple[float, float, float | None]:
-    """Two groups of trained models scored on the same ``n`` sequences, ``a (Ra, n)`` and
-    ``b (Rb, n)`` (squared errors): ``r - 1`` with ``r`` the ratio of the groups' mean losses, its
-    standard error and degrees of freedom.  The error adds the paired test-set error of the
-    seed-averaged errors (:func:`paired_ratio`) and the spread over seeds of each group's per-model
-    losses, ``var_r / R`` (both relative to ``mean(b)``); ``df = min(Ra, Rb) - 1`` (``None``: a
-    group of one model, whose spread over seeds is unknown -- the error is the test set's only).
-    Chapter 5 (a mean loss over seeds against another)."""
-    a, b = np.atleast_2d(np.asarray(a, dtype=float)), np.atleast_2d(np.asarray(b, dtype=float))
-    rel, se_pair = paired_ratio(a.mean(0), b.mean(0))
-    r, mb = float(rel) + 1, float(b.mean())
-    var_seed = 0.0
-    if a.shape[0] > 1:
-        var_seed += a.mean(-1).var(ddof=1) / a.shape[0]
-    if b.shape[0] > 1:
-        var_seed += r * r * b.mean(-1).var(ddof=1) / b.shape[0]
-    df = min(a.shape[0], b.shape[0]) - 1
-    return float(rel), math.sqrt(float(se_pair) ** 2 + var_seed / mb**2), (df if df >= 1 else None)
 
 
 # ----------------------------------------------------------------------------- losses against L
@@ -659,7 +579,7 @@ def proportional_table(runs: Mapping[float, Sequence[Run]], n: int, seed: int, n
     """Trained models in the proportional regime against Theorem 4.2 (iii): per ``xi`` of ``runs``
     (:func:`train_proportional`), the models' mean loss over seeds on ``n`` shared sequences
     (purpose ``"proportional-test"``, index ``j`` of ``xi``) with its error (the test set's and the
-    spread over seeds, :func:`seed_ratio`'s rule) and degrees of freedom (seeds - 1), the exact
+    spread over seeds, :func:`~icl_lib.stats.seed_ratio`'s rule) and degrees of freedom (seeds - 1), the exact
     optimal debiased GD risk ``R_dGD*`` at that ``(d, L)``, the Bayes risk (``n_bayes`` designs,
     ``"proportional-bayes"``), the ratios ``loss / R_dGD* - 1`` and ``loss / R_Bayes`` with errors,
     ``R_dGD* / R_Bayes`` and its proportional limit at ``xi = d / L``, and how many runs ended in
@@ -866,18 +786,11 @@ def length_table(curve: pd.DataFrame, ref: Mapping[str, np.ndarray]) -> pd.DataF
 
 def _seed_mean(e: torch.Tensor) -> tuple[float, float, float | None]:
     """Mean loss of the models ``e (R, n)`` (squared errors on shared sequences), its error (the test
-    set's and the spread over seeds, as :func:`seed_ratio`) and degrees of freedom (``R - 1``)."""
+    set's and the spread over seeds, as :func:`~icl_lib.stats.seed_ratio`) and degrees of freedom (``R - 1``)."""
     e = e.double()
     R, n = e.shape
     var = float(e.mean(0).var()) / n + (float(e.mean(-1).var()) / R if R > 1 else 0.0)
     return float(e.mean()), math.sqrt(var), (R - 1 if R > 1 else None)
-
-
-def _extreme_of_intervals(values, lo, hi, kind: str, what: str) -> Estimate:
-    """:func:`extreme` from intervals already made simultaneous (``kind``: ``"max"`` or ``"min"``)."""
-    v, a, b = (np.asarray(x, dtype=float) for x in (values, lo, hi))
-    pick = np.max if kind == "max" else np.min
-    return Estimate(float(pick(v)), float(pick(a)), float(pick(b)), LEVEL, f"{what}, Bonferroni-simultaneous intervals")
 
 
 def length_estimates(
@@ -890,7 +803,7 @@ def length_estimates(
     * ``decreasing`` -- the largest relative change ``loss(L') / loss(L) - 1`` between consecutive
       lengths of the grid over *every* model (all ``H``, all seeds; independent test sets);
     * ``spread``, ``spread all seeds`` -- the largest ``loss_H / loss_H' - 1`` over lengths and
-      pairs of head counts ``H, H' >= 2`` (kept seeds / all seeds; :func:`seed_ratio`);
+      pairs of head counts ``H, H' >= 2`` (kept seeds / all seeds; :func:`~icl_lib.stats.seed_ratio`);
     * ``track`` -- the largest ``|loss_H / R_dGD(eta_learned) - 1|`` over ``H >= 2`` and lengths;
     * ``rivals`` -- at the shortest length, the smallest over ``H >= 2`` and two rival predictors
       (vanilla GD at the learned rate, debiased GD at ``eta*(L)``) of
@@ -1218,7 +1131,7 @@ def linear_estimates(
     """Chapter 5's claims on linear attention (paper 1, B.1), from :func:`variant_errors`:
 
     * ``same`` -- ``loss_lin / loss_soft - 1`` at the training length (means over seeds,
-      :func:`seed_ratio`, its t interval);
+      :func:`~icl_lib.stats.seed_ratio`, its t interval);
     * ``fixed`` -- the smallest over linear runs and lengths ``L != L_train`` of
       ``(|loss - R_adaptive| - |loss - R_fixed|) / R_fixed``, where ``R_fixed`` is the exact risk of
       vanilla GD with the run's ``Gamma L / N`` (the fixed normaliser ``N``) and ``R_adaptive`` with

@@ -31,9 +31,10 @@ training is the profile's (:func:`~icl_lib.engine.train_config`), so that the ce
 chapter 2's and the proportional shapes' runs chapter 5's: the run cache serves them.
 
 Statistics for the chapter's claims, each an :class:`~icl_lib.stats.Estimate`:
-:func:`censored_median_ci` (a median over seeds some of which never reached the pattern),
-:func:`~icl_lib.stats.fraction_diff` (a difference of two fractions of seeds), :func:`worst_cell` (the worst cell
-of a grid, Bonferroni over cells), :func:`loglog_slope` and :func:`linear_slope` (fitted slopes).
+:func:`worst_cell` (the worst cell of a grid, Bonferroni over cells), and from :mod:`icl_lib.stats`
+:func:`~icl_lib.stats.censored_median_ci` (a median over seeds some of which never reached the
+pattern), :func:`~icl_lib.stats.fraction_diff` (a difference of two fractions of seeds),
+:func:`~icl_lib.stats.loglog_slope` and :func:`~icl_lib.stats.linear_slope` (fitted slopes).
 :func:`projected_seconds` projects the time of a grid from a measured training rate.
 """
 
@@ -48,7 +49,6 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats as sps
 
 from ..circuits import DUMMY_TOL, dummy_heads, effective_rate, mu_of, omega_of
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
@@ -56,10 +56,10 @@ from ..engine import Run, train
 from ..engine.run import stack_models
 from ..estimators import bayes_risk, debiased_gd_predict, debiased_gd_risk, optimal_eta_debiased
 from ..seeding import derive_seed
-from ..stats import LEVEL, Estimate, fraction_diff, mean_ci, median_ci, proportion_ci
+from ..stats import LEVEL, Estimate, censored_median_ci, extreme, fraction_diff, loglog_slope, mean_ci, proportion_ci
 from ..validate import check_choice, check_float, check_float_list, check_int, check_int_list, fail, literal_list
 from .dynamics import first_persistent_step
-from .optimality import extreme, paired_losses
+from .optimality import paired_losses
 
 __all__ = [
     "OUTCOMES",
@@ -86,10 +86,7 @@ __all__ = [
     "trap_vs_lr",
     "time_panels",
     "time_scaling",
-    "censored_median_ci",
     "worst_cell",
-    "linear_slope",
-    "loglog_slope",
     "projected_seconds",
     "H200_RATE",
     "UNDECIDED",
@@ -374,34 +371,10 @@ def attach_losses(models: pd.DataFrame, grid_runs: Mapping[Cell, Sequence[Run]],
     return out
 
 
-# ------------------------------------------------------------------------------------ statistics
-def censored_median_ci(times: Sequence, level: float = LEVEL) -> Estimate:
-    """The median over seeds of a time that some seeds never reach within the budget (``None`` or
-    ``inf`` or ``nan``: right-censored), with the order-statistic interval of
-    :func:`~icl_lib.stats.median_ci`: it needs only the order of the values, so a censored seed counts as later than every observed
-    one.  The median or an end of its interval is ``inf`` when it falls on censored seeds."""
-    t = np.array([math.inf if v is None else float(v) for v in times], dtype=float)
-    if t.size == 0:
-        fail("times", list(times), "a non-empty sequence of numbers or None")
-    t[np.isnan(t)] = math.inf  # None in a float column of pandas
-    finite = t[np.isfinite(t)]
-    if finite.size == t.size:
-        return median_ci(t, level)
-    a = np.sort(t)
-    n = len(a)
-    k = 0
-    while k + 1 <= n // 2 and sps.binom.cdf(k, n, 0.5) <= (1 - level) / 2:
-        k += 1
-    lo, hi = (a[k - 1], a[n - k]) if k >= 1 else (-math.inf, math.inf)
-    mid = a[(n - 1) // 2] if n % 2 else (a[n // 2 - 1] + a[n // 2]) / 2
-    return Estimate(float(mid), float(lo), float(hi), level,
-                    f"median of {n} ({n - finite.size} censored), order-statistic interval")
-
-
 def worst_cell(models: pd.DataFrame, column: str, level: float = LEVEL, what: str = "") -> Estimate:
     """The largest ``|mean of column|`` over the cells (runs grouped by :data:`AXES`) with at least
     two runs, from each cell's mean, standard error and ``n - 1`` degrees of freedom, by
-    :func:`~icl_lib.paper1.optimality.extreme` (``kind="absmax"``): Bonferroni-simultaneous t
+    :func:`~icl_lib.stats.extreme` (``kind="absmax"``): Bonferroni-simultaneous t
     intervals, so the interval holds the true worst cell with probability ``level``.  ``Below(t)``
     on it passes when every cell's interval lies in ``(-t, t)`` and fails when one lies wholly
     outside.  :data:`UNDECIDED` without such a cell."""
@@ -412,29 +385,6 @@ def worst_cell(models: pd.DataFrame, column: str, level: float = LEVEL, what: st
     ses = stats["std"] / np.sqrt(stats["count"])
     return extreme(stats["mean"], ses, "absmax", df=stats["count"] - 1, level=level,
                    what=what or f"largest |mean {column}| over {len(stats)} cells")
-
-
-def linear_slope(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -> Estimate:
-    """The least-squares slope of ``y`` on ``x`` with its Student-t interval (n - 2 degrees of
-    freedom); with fewer than 3 points or no spread in ``x`` the interval is ``(-inf, inf)``."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if x.shape != y.shape or not (np.isfinite(x).all() and np.isfinite(y).all()):
-        fail("y", f"{len(y)} values", f"as many finite values as x ({len(x)})")
-    if len(x) < 3 or np.ptp(x) == 0:
-        return Estimate(math.nan, -math.inf, math.inf, level, f"slope of {len(x)} points: undetermined")
-    fit = sps.linregress(x, y)
-    t = float(sps.t.ppf(0.5 + level / 2, len(x) - 2))
-    return Estimate(float(fit.slope), float(fit.slope - t * fit.stderr), float(fit.slope + t * fit.stderr), level,
-                    f"least-squares slope of {len(x)} points, t interval")
-
-
-def loglog_slope(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -> Estimate:
-    """:func:`linear_slope` of ``log y`` on ``log x`` (the exponent ``b`` of ``y ~ x^b``); the
-    points must be positive."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if (x <= 0).any() or (y <= 0).any():
-        fail("y", "non-positive values", "positive x and y for log axes")
-    return linear_slope(np.log(x), np.log(y), level)
 
 
 # ------------------------------------------------------------------------------------ per cell
@@ -452,7 +402,7 @@ def cell_table(models: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
     interval (``<outcome>``, an :class:`~icl_lib.stats.Estimate`); ``with dummy`` (count of runs
     with a dummy head); ``eta/eta*-1`` (mean over the pos/neg runs, t interval; unbounded with
     fewer than 2 such runs) and ``eta all`` (median of ``eta`` over all seeds); ``t_pattern``
-    (:func:`censored_median_ci` over all seeds); and, with losses, ``excess/R_dGD*`` (mean over
+    (:func:`~icl_lib.stats.censored_median_ci` over all seeds); and, with losses, ``excess/R_dGD*`` (mean over
     the pos/neg runs, t interval) and ``loss/R_Bayes`` (median over all)."""
     rows = []
     for key, g in models.groupby(list(AXES), sort=False):
@@ -561,7 +511,7 @@ def time_panels(models: pd.DataFrame, centre: Mapping[str, float], trap_heads: i
 def time_scaling(models: pd.DataFrame, axis: str, level: float = LEVEL) -> dict:
     """The power law ``t_pattern ~ x^b`` along ``axis`` (a column of ``models``) fitted by least
     squares on log axes to the runs that reached the pattern (a time of 0 counts as 1), with
-    :func:`loglog_slope`'s interval for ``b``.  Returns ``slope`` (an Estimate), ``intercept``
+    :func:`~icl_lib.stats.loglog_slope`'s interval for ``b``.  Returns ``slope`` (an Estimate), ``intercept``
     (of ``log t``; nan when undetermined), ``reached`` and ``censored`` (runs that did not reach
     the pattern: left out of the fit, so a slope over them is a statement about those that did)."""
     t = models["t_pattern"].astype(float)

@@ -61,7 +61,6 @@ __all__ = [
     "one_point_ratios",
     "hessian_P",
     "rate_prediction",
-    "ratio_ci",
     "LossMC",
     "BiasMC",
     "gradient_bias",
@@ -529,16 +528,6 @@ def rate_prediction(problem: Problem, A: torch.Tensor, B: torch.Tensor, method, 
     lam = lam[lam.abs().argsort()]
     null = d * (d - 1) // 2 if method.regularised else d * d
     return float(((1 - eta * lam[null:]) ** 2).max())
-
-
-def ratio_ci(a, b, level: float = LEVEL) -> Estimate:
-    """The geometric-mean ratio ``exp(mean log(a / b))`` over paired repetitions and its t interval
-    (from :func:`icl_lib.stats.mean_ci` of the log ratios).  Chapter 8's paired comparisons."""
-    la = np.log(np.asarray(torch.as_tensor(a, dtype=torch.float64).cpu(), dtype=float).reshape(-1))
-    lb = np.log(np.asarray(torch.as_tensor(b, dtype=torch.float64).cpu(), dtype=float).reshape(-1))
-    e = mean_ci(la - lb, level)
-    return Estimate(math.exp(e.value), math.exp(e.lo), math.exp(e.hi), level,
-                    f"geometric-mean ratio over {len(la)} paired repetitions, t interval")
 
 
 class LossMC(NamedTuple):

@@ -30,6 +30,7 @@ import torch
 
 from ..engine.profiles import profile_settings
 from ..seeding import derive_seed, generator
+from ..stats import ratio_ci
 from ..validate import check_float, check_float_list, check_int, check_int_list
 from .algorithms import METHODS, P2Run, RunConfig, run, spectral_init
 from .analysis import (
@@ -42,7 +43,6 @@ from .analysis import (
     mc_loss,
     one_point_ratios,
     p_norm,
-    ratio_ci,
 )
 from .data import P2Config, Problem, make_problem, sample
 from .loss import excess_loss

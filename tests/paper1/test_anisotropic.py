@@ -504,7 +504,7 @@ def test_distance_sweep_medians_per_rho():
 
 # ------------------------------------------------------------------------------- chapter 6's claims
 from icl_lib.claims import Above, Below, Within  # noqa: E402
-from icl_lib.stats import Estimate, median_ci, proportion_ci  # noqa: E402
+from icl_lib.stats import Estimate, envelope, largest, median_ci, proportion_ci, seed_median_ci, smallest  # noqa: E402
 
 Z95 = 1.959963984540054
 
@@ -540,16 +540,16 @@ def test_risk_check_pairs_every_matrix_with_gamma_star_on_the_same_prompts():
 
 def test_seed_median_ci_widens_the_order_statistic_interval_by_the_largest_se():
     x = [0.3, 0.1, 0.5, 0.2, 0.4, 0.6, 0.0]
-    assert an.seed_median_ci(x) == median_ci(x)
-    e = an.seed_median_ci(x, [0.01] * 6 + [0.05])
+    assert seed_median_ci(x) == median_ci(x)
+    e = seed_median_ci(x, [0.01] * 6 + [0.05])
     m = median_ci(x)
     assert e.value == m.value == 0.3
     assert (e.lo, e.hi) == pytest.approx((m.lo - Z95 * 0.05, m.hi + Z95 * 0.05))
     assert (m.lo, m.hi) == (0.0, 0.6)  # n = 7: [min, max]
     with pytest.raises(ValueError, match="ses"):
-        an.seed_median_ci(x, [0.01] * 6)
+        seed_median_ci(x, [0.01] * 6)
     with pytest.raises(ValueError, match="ses"):
-        an.seed_median_ci(x, [-0.01] * 7)
+        seed_median_ci(x, [-0.01] * 7)
 
 
 def test_largest_smallest_and_envelope_decide_for_every_group():
@@ -566,21 +566,21 @@ def test_largest_smallest_and_envelope_decide_for_every_group():
 
     E = lambda lo, hi: Estimate((lo + hi) / 2, lo, hi)  # noqa: E731
     below = {"a": E(-0.3, -0.1), "b": E(-0.2, -0.05)}
-    assert verdict(Below(0), an.largest(below)) == "PASS"
-    assert verdict(Below(0), an.largest({**below, "c": E(-0.1, 0.2)})) == "INCONCLUSIVE"
-    assert verdict(Below(0), an.largest({**below, "c": E(0.1, 0.2)})) == "FAIL"
-    e = an.largest({**below, "c": E(0.1, 0.2)})
+    assert verdict(Below(0), largest(below)) == "PASS"
+    assert verdict(Below(0), largest({**below, "c": E(-0.1, 0.2)})) == "INCONCLUSIVE"
+    assert verdict(Below(0), largest({**below, "c": E(0.1, 0.2)})) == "FAIL"
+    e = largest({**below, "c": E(0.1, 0.2)})
     assert (e.value, e.lo, e.hi) == pytest.approx((0.15, 0.1, 0.2))
-    s = an.smallest({"a": E(0.1, 0.3), "b": E(0.2, 0.4)})
+    s = smallest({"a": E(0.1, 0.3), "b": E(0.2, 0.4)})
     assert (s.value, s.lo, s.hi) == pytest.approx((0.2, 0.1, 0.3)) and verdict(Above(0), s) == "PASS"
-    assert verdict(Above(0), an.smallest({"a": E(0.1, 0.3), "b": E(-0.4, -0.2)})) == "FAIL"
+    assert verdict(Above(0), smallest({"a": E(0.1, 0.3), "b": E(-0.4, -0.2)})) == "FAIL"
     w = {"1": E(-0.01, 0.03), "2": E(0.0, 0.04)}
-    h = an.envelope(w)
+    h = envelope(w)
     assert (h.lo, h.hi, h.value) == pytest.approx((-0.01, 0.04, 0.02))
     assert verdict(Within(-0.05, 0.05), h) == "PASS"
-    assert verdict(Within(-0.05, 0.05), an.envelope({**w, "3": E(0.03, 0.07)})) == "INCONCLUSIVE"
+    assert verdict(Within(-0.05, 0.05), envelope({**w, "3": E(0.03, 0.07)})) == "INCONCLUSIVE"
     with pytest.raises(ValueError, match="estimates"):
-        an.largest({})
+        largest({})
 
 
 def _claims_table():
@@ -677,11 +677,11 @@ def test_loss_estimates_pool_pgd_and_take_the_worst_rho_for_plain_gd():
     t = pd.DataFrame(rows)
     e = an.loss_estimates(t)
     pn = t[(t.rho != 0) & (t.pattern == "pos/neg")]
-    assert e["PGD"] == an.seed_median_ci(pn["gap PGD"], pn["gap PGD se"])
+    assert e["PGD"] == seed_median_ci(pn["gap PGD"], pn["gap PGD se"])
     aniso = t[t.rho != 0]
-    assert e["PGD (all)"] == an.seed_median_ci(aniso["gap PGD"], aniso["gap PGD se"])
+    assert e["PGD (all)"] == seed_median_ci(aniso["gap PGD"], aniso["gap PGD se"])
     six = t[t.rho == 0.6]
-    want = an.seed_median_ci(six["gap dGD"], six["gap dGD se"])  # only rho >= 0.5, all its seeds
+    want = seed_median_ci(six["gap dGD"], six["gap dGD se"])  # only rho >= 0.5, all its seeds
     assert e["dGD (all)"].hi == want.hi and e["dGD (all)"].value == want.value
     assert math.isinf(e["dGD"].hi)  # five positive/negative seeds: no order-statistic interval
 

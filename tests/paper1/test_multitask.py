@@ -494,7 +494,7 @@ def test_task_loss_table_prefers_shared_is_plus_one_on_the_reference_itself():
 
 def test_chapter7_estimates_are_the_stats_intervals_of_the_tables():
     import pandas as pd
-    from icl_lib.paper1.anisotropic import largest, seed_median_ci
+    from icl_lib.stats import largest, seed_median_ci
 
     sweep, modes = _sweep()
     frac = mode_estimates(modes, 2)

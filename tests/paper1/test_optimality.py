@@ -12,6 +12,7 @@ from icl_lib import circuits
 from icl_lib.seeding import generator
 from icl_lib import estimators as est
 from icl_lib.paper1 import optimality as opt
+from icl_lib.stats import extreme, interval_image, paired_ratio, seed_ratio
 
 
 def hand_set(omegas, mus, d, attention="softmax", off=0.0, seed=0):
@@ -277,72 +278,72 @@ def test_train_variants_trains_every_kind_with_the_sweeps_specs():
 def test_extreme_takes_the_extreme_with_bonferroni_intervals():
     from scipy import stats as sps
 
-    e = opt.extreme([0.1, 0.5, -0.2], [0.01, 0.02, 0.03], "max")
+    e = extreme([0.1, 0.5, -0.2], [0.01, 0.02, 0.03], "max")
     q = sps.norm.ppf(1 - 0.05 / 6)  # three quantities, two-sided 95% family
     assert e.value == 0.5 and e.lo == pytest.approx(max(0.1 - q * 0.01, 0.5 - q * 0.02, -0.2 - q * 0.03))
     assert e.hi == pytest.approx(0.5 + q * 0.02) and "Bonferroni" in e.what
-    e = opt.extreme([0.1, 0.5, -0.2], [0.01, 0.02, 0.03], "min")
+    e = extreme([0.1, 0.5, -0.2], [0.01, 0.02, 0.03], "min")
     assert e.value == -0.2 and e.lo == pytest.approx(-0.2 - q * 0.03) and e.hi == pytest.approx(-0.2 + q * 0.03)
-    e = opt.extreme([0.1, -0.5], [0.2, 0.01], "absmax")
+    e = extreme([0.1, -0.5], [0.2, 0.01], "absmax")
     q2 = sps.norm.ppf(1 - 0.05 / 4)
     assert e.value == 0.5 and e.lo == pytest.approx(0.5 - q2 * 0.01) and e.hi == pytest.approx(0.1 + q2 * 0.2)
-    assert opt.extreme([0.01], [0.1], "absmax").lo == 0.0  # the interval holds 0
-    t = opt.extreme([1.0], [1.0], "max", df=3)  # one quantity, Student's t with 3 df
+    assert extreme([0.01], [0.1], "absmax").lo == 0.0  # the interval holds 0
+    t = extreme([1.0], [1.0], "max", df=3)  # one quantity, Student's t with 3 df
     assert t.hi == pytest.approx(1 + sps.t.ppf(0.975, 3))
-    mixed = opt.extreme([1.0, 0.0], [1.0, 1.0], "max", df=[3, np.nan])  # a df per quantity, NaN: normal
+    mixed = extreme([1.0, 0.0], [1.0, 1.0], "max", df=[3, np.nan])  # a df per quantity, NaN: normal
     assert mixed.hi == pytest.approx(1 + sps.t.ppf(1 - 0.05 / 4, 3))
     with pytest.raises(ValueError, match="kind"):
-        opt.extreme([1.0], [0.1], "median")
+        extreme([1.0], [0.1], "median")
     with pytest.raises(ValueError):
-        opt.extreme([1.0, 2.0], [0.1], "max")
+        extreme([1.0, 2.0], [0.1], "max")
     with pytest.raises(ValueError):
-        opt.extreme([], [], "max")
+        extreme([], [], "max")
 
 
 def test_interval_image_of_a_kinked_function():
     f = lambda x: abs(x - 1.0) - abs(x - 2.0)  # noqa: E731  -1 below 1, +1 above 2, linear between
-    assert opt.interval_image(f, 0.0, 0.5, breaks=(1.0, 2.0)) == (-1.0, -1.0)
-    assert opt.interval_image(f, 0.0, 3.0, breaks=(1.0, 2.0)) == (-1.0, 1.0)
-    lo, hi = opt.interval_image(f, 1.25, 1.5, breaks=(1.0, 2.0))
+    assert interval_image(f, 0.0, 0.5, breaks=(1.0, 2.0)) == (-1.0, -1.0)
+    assert interval_image(f, 0.0, 3.0, breaks=(1.0, 2.0)) == (-1.0, 1.0)
+    lo, hi = interval_image(f, 1.25, 1.5, breaks=(1.0, 2.0))
     assert (lo, hi) == pytest.approx((-0.5, 0.0))
     g = lambda x: -((x - 1.0) ** 2)  # noqa: E731  the maximum inside is found only through its break
-    assert opt.interval_image(g, 0.0, 2.0, breaks=(1.0,)) == (-1.0, 0.0)
+    assert interval_image(g, 0.0, 2.0, breaks=(1.0,)) == (-1.0, 0.0)
 
 
 def test_paired_ratio_formula_and_coverage():
     rng = np.random.default_rng(0)
     b = rng.exponential(1.0, size=(2, 5000))
     a = 1.1 * b + rng.normal(0, 0.1, size=b.shape)
-    rel, se = opt.paired_ratio(a, b)
+    rel, se = paired_ratio(a, b)
     assert rel.shape == (2,) and np.allclose(rel, a.mean(-1) / b.mean(-1) - 1)
     r = a.mean(-1) / b.mean(-1)
     want = (a - r[:, None] * b).std(-1, ddof=1) / (math.sqrt(5000) * b.mean(-1))
     np.testing.assert_allclose(se, want, rtol=1e-12)
-    rel, se = opt.paired_ratio(2 * b[0], b[0])
+    rel, se = paired_ratio(2 * b[0], b[0])
     assert rel == pytest.approx(1.0) and se == pytest.approx(0.0, abs=1e-12)
     # coverage of the 95% normal interval of mean(a)/mean(b) - 1 = 0.2 over many test sets
     b = rng.exponential(1.0, size=(800, 400))
     a = 1.2 * b * rng.exponential(1.0, size=b.shape)  # E a / E b = 1.2, a and b correlated
-    rel, se = opt.paired_ratio(a, b)
+    rel, se = paired_ratio(a, b)
     cover = np.mean(np.abs(rel - 0.2) <= 1.96 * se)
     assert 0.92 < cover < 0.98
     with pytest.raises(ValueError):
-        opt.paired_ratio(a[:, :3], b)
+        paired_ratio(a[:, :3], b)
 
 
 def test_seed_ratio_adds_the_spread_over_seeds():
     rng = np.random.default_rng(1)
     b = rng.exponential(1.0, size=(1, 3000))
     a = 1.5 * b
-    rel, se, df = opt.seed_ratio(a, b)  # one model each: the test set's error only, no df
+    rel, se, df = seed_ratio(a, b)  # one model each: the test set's error only, no df
     assert rel == pytest.approx(0.5) and se == pytest.approx(0.0, abs=1e-12) and df is None
     # constant errors per model: the test set's error is 0, what remains is the spread over seeds
     a = np.array([[1.0] * 10, [3.0] * 10])  # models with losses 1 and 3
     b = np.array([[1.0] * 10, [1.0] * 10, [1.0] * 10])
-    rel, se, df = opt.seed_ratio(a, b)
+    rel, se, df = seed_ratio(a, b)
     assert rel == pytest.approx(1.0) and df == 1
     assert se == pytest.approx(math.sqrt(np.var([1.0, 3.0], ddof=1) / 2))
-    rel1, se1, _ = opt.seed_ratio(a[:1], b)
+    rel1, se1, _ = seed_ratio(a[:1], b)
     assert rel1 == pytest.approx(0.0) and se1 == pytest.approx(0.0, abs=1e-12)
 
 

@@ -19,7 +19,16 @@ from icl_lib.engine import Run, train_config
 from icl_lib.estimators import debiased_gd_predict, debiased_gd_risk, mc_risk, optimal_eta_debiased
 from icl_lib.paper1 import phase as ph
 from icl_lib.seeding import derive_seed
-from icl_lib.stats import Estimate, fraction_diff, mean_ci, median_ci, proportion_ci
+from icl_lib.stats import (
+    Estimate,
+    censored_median_ci,
+    fraction_diff,
+    linear_slope,
+    loglog_slope,
+    mean_ci,
+    median_ci,
+    proportion_ci,
+)
 
 GRID = dict(heads=[1, 2, 3], shapes=[[4, 32], [2, 32], [8, 32], [4, 16], [2, 16]], sigma2s=[0.1, 0.3],
             lrs=[3e-3, 1e-2], init_scales=[1.0, 0.5])
@@ -288,16 +297,16 @@ def test_train_grid_returns_each_cells_runs_in_seed_order_and_losses_match_a_dir
 # ------------------------------------------------------------------------------------ statistics
 def test_censored_median_is_the_order_statistic_interval_with_censored_seeds_last():
     t = [30, 10, None, 20, 50, 40, None, 60]
-    e = ph.censored_median_ci(t)
+    e = censored_median_ci(t)
     a = sorted(x for x in t if x is not None) + [math.inf, math.inf]
     assert e.value == (a[3] + a[4]) / 2 == 45.0
     assert (e.lo, e.hi) == (10.0, math.inf)  # n = 8: [x_(1), x_(8)]
-    assert ph.censored_median_ci([float("nan"), 5.0, 7.0]).value == 7.0  # nan: pandas' None
+    assert censored_median_ci([float("nan"), 5.0, 7.0]).value == 7.0  # nan: pandas' None
     full = [3.0, 1.0, 4.0, 1.5, 9.0, 2.6, 5.0]
-    assert ph.censored_median_ci(full) == median_ci(full)
-    assert ph.censored_median_ci([None] * 5 + [1.0]).value == math.inf
+    assert censored_median_ci(full) == median_ci(full)
+    assert censored_median_ci([None] * 5 + [1.0]).value == math.inf
     with pytest.raises(ValueError, match=r"^times="):
-        ph.censored_median_ci([])
+        censored_median_ci([])
 
 
 def _cells_of(values_by_cell):
@@ -331,17 +340,17 @@ def test_worst_cell_is_bonferroni_over_the_cells_t_intervals_and_decides_with_be
 def test_slopes_against_numpy_and_the_t_formula(gen):
     x = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
     y = 0.7 * x + np.array([0.1, -0.2, 0.05, 0.15, -0.1, 0.0])
-    e = ph.linear_slope(x, y)
+    e = linear_slope(x, y)
     b, a = np.polyfit(x, y, 1)
     resid = y - (a + b * x)
     se = math.sqrt((resid ** 2).sum() / (len(x) - 2) / ((x - x.mean()) ** 2).sum())
     t = sps.t.ppf(0.975, len(x) - 2)
     assert (e.value, e.lo, e.hi) == pytest.approx((b, b - t * se, b + t * se))
-    p = ph.loglog_slope([2, 4, 8, 16], [3 * 2 ** -1.5, 3 * 4 ** -1.5, 3 * 8 ** -1.5, 3 * 16 ** -1.5])
+    p = loglog_slope([2, 4, 8, 16], [3 * 2 ** -1.5, 3 * 4 ** -1.5, 3 * 8 ** -1.5, 3 * 16 ** -1.5])
     assert p.value == pytest.approx(-1.5) and p.hi - p.lo < 1e-9
-    assert math.isinf(ph.linear_slope([1, 1, 1], [1, 2, 3]).hi) and math.isinf(ph.linear_slope([1, 2], [1, 2]).lo)
+    assert math.isinf(linear_slope([1, 1, 1], [1, 2, 3]).hi) and math.isinf(linear_slope([1, 2], [1, 2]).lo)
     with pytest.raises(ValueError, match=r"^y="):
-        ph.loglog_slope([1, 2, 3], [1, 0, 2])
+        loglog_slope([1, 2, 3], [1, 0, 2])
 
 
 # ------------------------------------------------------------------------------------ tables
@@ -385,7 +394,7 @@ def test_cell_table_counts_fractions_and_means_per_cell():
     e = c["eta/eta*-1"]
     assert (e.value, e.lo, e.hi) == pytest.approx(_t_interval(pn["eta/eta*-1"]))
     assert c["eta all"] == pytest.approx(np.median(models["eta"].iloc[:8])) and c["eta*"] == 0.879
-    assert c["t_pattern"] == ph.censored_median_ci([10, 20, 30, 40, 50, None, None, 80])
+    assert c["t_pattern"] == censored_median_ci([10, 20, 30, 40, 50, None, None, 80])
     c = cells.iloc[1]
     assert c["with dummy"] == 3 and c["eta*"] == 0.784 and cells.iloc[0]["with dummy"] == 0
     assert (c["eta/eta*-1"].value, c["eta/eta*-1"].lo, c["eta/eta*-1"].hi) == \
