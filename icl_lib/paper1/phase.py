@@ -19,7 +19,7 @@ noise level sigma^2, an Adam learning rate and an initial scale (:attr:`ModelCon
   (:func:`~icl_lib.paper1.dynamics.first_persistent_step` on the run's history); ``None`` when it
   is not in it at the end (censored at the step budget);
 * the final **test loss** against debiased GD at ``eta*`` and the Bayes predictor, all on one
-  shared test set per task (:func:`~icl_lib.paper1.optimality.paired_losses`: paired errors).
+  shared test set per task (:func:`~icl_lib.paper1.optimality.predictions.paired_losses`: paired errors).
 
 The grid (:class:`PhaseGrid`) is a list of values per axis -- head counts, ``(d, L)`` shapes
 (pairs, so that the proportional line d / L = const is a choice of shapes), noise levels, rates
@@ -59,7 +59,7 @@ from ..seeding import derive_seed
 from ..stats import LEVEL, Estimate, censored_median_ci, extreme, fraction_diff, loglog_slope, mean_ci, proportion_ci
 from ..validate import check_choice, check_float, check_float_list, check_int, check_int_list, fail, literal_list
 from .dynamics import first_persistent_step
-from .optimality import paired_losses
+from .optimality.predictions import paired_losses
 
 __all__ = [
     "OUTCOMES",
@@ -329,7 +329,7 @@ def attach_losses(models: pd.DataFrame, grid_runs: Mapping[Cell, Sequence[Run]],
                   chunk_models: int = 32) -> pd.DataFrame:
     """``models`` with every run's test loss against debiased GD at ``eta*`` and the Bayes
     predictor (ridge with ``sigma^2 d``) on one shared set of ``n`` test prompts per task
-    ``(d, L, sigma^2)`` (paired errors, :func:`~icl_lib.paper1.optimality.paired_losses`), ``chunk_models``
+    ``(d, L, sigma^2)`` (paired errors, :func:`~icl_lib.paper1.optimality.predictions.paired_losses`), ``chunk_models``
     models at a time.  Adds ``loss``, ``loss se``, ``dGD diff`` and its ``dGD diff se`` (model minus
     debiased GD on the same prompts), ``excess/R_dGD*`` (that difference over the closed-form
     risk), ``R_dGD*``, ``R_Bayes`` (closed form over designs, :func:`~icl_lib.estimators.bayes_risk`)

@@ -3,11 +3,12 @@
 Each chapter that trains models has a function here that turns its parameters into the list of
 :class:`~icl_lib.config.RunSpec` it asks :func:`icl_lib.train` for, built with the same library
 functions the chapter calls (:func:`~icl_lib.paper1.sweeps.heads_sweep_specs`,
-:func:`~icl_lib.paper1.optimality.variant_specs`, :func:`~icl_lib.paper1.optimality.proportional_specs`,
-:func:`~icl_lib.paper1.anisotropic.rho_specs`, :func:`~icl_lib.paper1.phase.grid_specs`);
-the parameters are read from the chapter's ``parameters`` cell, so the plan follows the notebooks.
-(A test executes every chapter with the environment variable ``ICL_RUN_LOG`` set and checks that
-the runs it asked for are exactly the plan's.)
+:func:`~icl_lib.paper1.optimality.experiment.variant_specs`,
+:func:`~icl_lib.paper1.optimality.proportional.proportional_specs`,
+:func:`~icl_lib.paper1.anisotropic.rho_specs`, :func:`~icl_lib.paper1.phase.grid_specs`); the
+parameters are read from the chapter's ``parameters`` cell, so the plan follows the notebooks.  (A
+test executes every chapter with the environment variable ``ICL_RUN_LOG`` set and checks that the
+runs it asked for are exactly the plan's.)
 
 * :func:`book_plan`  -- ``{chapter: [RunSpec, ...]}`` for a profile;
 * :func:`describe`   -- runs per chapter, the shape-compatible ensembles the engine trains them
@@ -41,7 +42,8 @@ from ..engine.schedule import chunk_cost, group_chunks, schedule, train
 from ..engine.store import RunStore, early_twin, experiment_key, holds_all
 from ..engine.trainer import EnsembleTrainer
 from ..paper1.anisotropic import rho_specs
-from ..paper1.optimality import proportional_specs, variant_specs
+from ..paper1.optimality.experiment import variant_specs
+from ..paper1.optimality.proportional import proportional_specs
 from ..paper1.phase import PhaseGrid, grid_specs, profile_lrs
 from ..paper1.sweeps import as_heads, heads_sweep_specs
 from ..paper1.trap import horizon_config, trap_specs, trap_sweep
