@@ -16,7 +16,7 @@ noise level sigma^2, an Adam learning rate and an initial scale (:attr:`ModelCon
   (:func:`~icl_lib.estimators.optimal_eta_debiased`);
 * the **time to the pattern**: the first logged step from which the run stays in its final
   pattern (``pos/neg``, or ``single-head`` for H = 1) to the end
-  (:func:`~icl_lib.paper1.dynamics.first_persistent_step` on the run's history); ``None`` when it
+  (:func:`~icl_lib.paper1.dynamics.stage_detection.first_persistent_step` on the run's history); ``None`` when it
   is not in it at the end (censored at the step budget);
 * the final **test loss** against debiased GD at ``eta*`` and the Bayes predictor, all on one
   shared test set per task (:func:`~icl_lib.paper1.optimality.predictions.paired_losses`: paired errors).
@@ -58,7 +58,7 @@ from ..estimators import bayes_risk, debiased_gd_predict, debiased_gd_risk, opti
 from ..seeding import derive_seed
 from ..stats import LEVEL, Estimate, censored_median_ci, extreme, fraction_diff, loglog_slope, mean_ci, proportion_ci
 from ..validate import check_choice, check_float, check_float_list, check_int, check_int_list, fail, literal_list
-from .dynamics import first_persistent_step
+from .dynamics.stage_detection import first_persistent_step
 from .optimality.predictions import paired_losses
 
 __all__ = [

@@ -36,7 +36,8 @@ from icl_lib.figures import (  # noqa: E402
     valley_figure,
 )
 from icl_lib.paper1.approx_loss import ApproxLossConfig  # noqa: E402
-from icl_lib.paper1.dynamics import detect_stages, reparam_circuits  # noqa: E402
+from icl_lib.paper1.dynamics.landscape import reparam_circuits
+from icl_lib.paper1.dynamics.stage_detection import detect_stages
 from icl_lib.paper1.multitask import effective_gamma, reference_risks  # noqa: E402
 from icl_lib.paper1.ode import FlowConfig, gradient_flow  # noqa: E402
 from icl_lib.paper2.analysis import Fit  # noqa: E402

@@ -68,7 +68,7 @@ def test_heads_sweep_trains_then_loads_from_the_run_cache():
 # --------------------------------------------------------------------- chapter 2's read-outs
 from icl_lib.engine import Run  # noqa: E402
 from icl_lib.paper1 import sweeps  # noqa: E402
-from icl_lib.paper1.dynamics import reparam_circuits  # noqa: E402
+from icl_lib.paper1.dynamics.landscape import reparam_circuits
 
 D5 = DataConfig(d=5, L=40)
 
