@@ -198,7 +198,7 @@ def loglog_points(x, y, yerr=None, ax=None, label: str = "measured", fit=None, f
 def head_split_curves(histories: Mapping[float, dict | None], shape_threshold: float | None = None,
                       scale_threshold: float = 0.25):
     """The two heads against the mirror pair ``+-omega Gamma`` along training (chapter 6), from
-    :func:`icl_lib.paper1.anisotropic.head_split_histories`: spread of ``|omega_h|`` (left) and
+    :func:`icl_lib.paper1.anisotropic.learned.head_split_histories`: spread of ``|omega_h|`` (left) and
     distance between the heads' normalised blocks (right), thin lines per seed, thick medians, one
     colour per ``rho`` (``None`` entries keep their colour unused); dashed: the thresholds."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
@@ -222,7 +222,7 @@ def head_split_curves(histories: Mapping[float, dict | None], shape_threshold: f
 
 def length_loss_curves(table, train_L: int):
     """Chapter 6's losses against the context length, from
-    :func:`icl_lib.paper1.anisotropic.length_losses` (rows ``L``): every column but ``model lo`` /
+    :func:`icl_lib.paper1.anisotropic.model_losses.length_losses` (rows ``L``): every column but ``model lo`` /
     ``model hi`` as a curve on log-log axes, the models' band from their smallest to their largest
     loss, a dotted line at the training length."""
     x = table.index.to_list()
@@ -237,7 +237,7 @@ def length_loss_curves(table, train_L: int):
 def rho_distances(points):
     """Distances of the normalised learned pre-conditioner to ``Gamma*``, ``Sigma^{-1}`` and ``I_d``
     against ``rho`` (chapter 6): one dot per row of ``points`` (the positive/negative rows of
-    :func:`icl_lib.paper1.anisotropic.circuit_table`), lines through the medians per ``rho``."""
+    :func:`icl_lib.paper1.anisotropic.learned.circuit_table`), lines through the medians per ``rho``."""
     fig, ax = plt.subplots(figsize=(6, 3.8))
     cols = [("d(Gamma, Gamma*)", r"to $\Gamma^\star$"), ("d(Gamma, Sigma^-1)", r"to $\Sigma^{-1}$"),
             ("d(Gamma, I)", r"to $I_d$")]

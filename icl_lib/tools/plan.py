@@ -5,7 +5,7 @@ Each chapter that trains models has a function here that turns its parameters in
 functions the chapter calls (:func:`~icl_lib.paper1.sweeps.heads_sweep_specs`,
 :func:`~icl_lib.paper1.optimality.experiment.variant_specs`,
 :func:`~icl_lib.paper1.optimality.proportional.proportional_specs`,
-:func:`~icl_lib.paper1.anisotropic.rho_specs`, :func:`~icl_lib.paper1.phase.grid_specs`); the
+:func:`~icl_lib.paper1.anisotropic.experiment.rho_specs`, :func:`~icl_lib.paper1.phase.grid_specs`); the
 parameters are read from the chapter's ``parameters`` cell, so the plan follows the notebooks.  (A
 test executes every chapter with the environment variable ``ICL_RUN_LOG`` set and checks that the
 runs it asked for are exactly the plan's.)
@@ -41,7 +41,7 @@ from ..engine.run import Run
 from ..engine.schedule import chunk_cost, group_chunks, schedule, train
 from ..engine.store import RunStore, early_twin, experiment_key, holds_all
 from ..engine.trainer import EnsembleTrainer
-from ..paper1.anisotropic import rho_specs
+from ..paper1.anisotropic.experiment import rho_specs
 from ..paper1.optimality.experiment import variant_specs
 from ..paper1.optimality.proportional import proportional_specs
 from ..paper1.phase import PhaseGrid, grid_specs, profile_lrs
