@@ -38,7 +38,8 @@ from icl_lib.figures import (  # noqa: E402
 from icl_lib.paper1.approx_loss import ApproxLossConfig  # noqa: E402
 from icl_lib.paper1.dynamics.landscape import reparam_circuits
 from icl_lib.paper1.dynamics.stage_detection import detect_stages
-from icl_lib.paper1.multitask import effective_gamma, reference_risks  # noqa: E402
+from icl_lib.paper1.multitask.head_modes import effective_gamma
+from icl_lib.paper1.multitask.references import reference_risks
 from icl_lib.paper1.ode import FlowConfig, gradient_flow  # noqa: E402
 from icl_lib.paper2.analysis import Fit  # noqa: E402
 
