@@ -40,7 +40,8 @@ from ..engine.run import Run
 from ..engine.store import RunStore
 from ..stats import LEVEL, Estimate, fraction_diff, proportion_ci
 from ..validate import check_choice, check_float_list, check_int, check_int_list, fail
-from .phase import Cell, grid_specs, outcome_codes
+from .phase import Cell, grid_specs
+from .phase_outcomes import outcome_codes
 from .sweeps import heads_sweep_specs
 
 __all__ = ["TrapSweep", "STEPS", "SWEEP", "FIRST_SEED", "trap_sweep", "trap_specs", "horizon_config", "run_outcome",
@@ -140,7 +141,7 @@ def trap_specs(sweep: TrapSweep, profile: str, seed: int = FIRST_SEED, steps: in
 # ------------------------------------------------------------------------------------ the runs' outcomes
 def run_outcome(run: Run) -> dict:
     """One run's row: its seed, whether it ends in the positive/negative pattern (``pattern``: the
-    outcome ``pos/neg`` of :func:`~icl_lib.paper1.phase.outcome_codes`, chapter 2's rules; anything
+    outcome ``pos/neg`` of :func:`~icl_lib.paper1.phase_outcomes.outcome_codes`, chapter 2's rules; anything
     else -- single-sign, or circuits not of the form (3.1) -- is the trap), its raw outcome, the step
     from which that binary outcome no longer changes (``settled``), the outcome at half the horizon
     (``pattern at half``), the final validation loss, and the initialisation's predictors: whether
