@@ -117,9 +117,9 @@ def test_a_tampered_or_changed_checkout_makes_the_record_stale_never_served(chec
     rec_path = records.record_path(CH8, checkout)  # a record edited by hand is stale too
     shutil.copy(ROOT / "icl_lib" / "stats" / "intervals.py", checkout / "icl_lib" / "stats" / "intervals.py")
     rec = json.loads(rec_path.read_text())
-    rec["fingerprint"]["icl_lib/paper2/analysis.py"] = "0" * 64
+    rec["fingerprint"]["icl_lib/paper2/fits.py"] = "0" * 64
     rec_path.write_text(json.dumps(rec))
-    assert records.status(CH8, checkout)["changed"] == ["icl_lib/paper2/analysis.py"]
+    assert records.status(CH8, checkout)["changed"] == ["icl_lib/paper2/fits.py"]
 
 
 def test_failing_claims_are_recorded_and_an_error_keeps_no_notebook(checkout):
