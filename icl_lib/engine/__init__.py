@@ -4,7 +4,7 @@
 * :mod:`~icl_lib.engine.sources`   -- where a step's batch comes from (plain, prefetch, draw-ahead, shards)
 * :mod:`~icl_lib.engine.steps`     -- one optimiser step (eager, sharded, CUDA graph) and divergence
 * :mod:`~icl_lib.engine.trainer`   -- :class:`EnsembleTrainer`: state, checkpoints, history, the loop
-* :mod:`~icl_lib.engine.schedule`  -- :func:`train`: cache look-up, grouping, concurrency
+* :mod:`~icl_lib.engine.training`  -- :func:`train`: cache look-up, grouping, concurrency
 * :mod:`~icl_lib.engine.run`       -- :class:`Run`, :func:`stack_models` and :func:`describe_sources`
 * :mod:`~icl_lib.engine.cache`     -- the run cache shared by chapters
 * :mod:`~icl_lib.engine.profiles`  -- ``quick`` / ``paper`` / ``auto`` for both papers
@@ -14,7 +14,7 @@ from .cache import RunCache, cache_dir
 from .execution import Execution
 from .profiles import resolve_profile, train_config
 from .run import Run, describe_sources, stack_models
-from .schedule import train
+from .training import train
 from .steps import TrainingDiverged
 from .trainer import EnsembleTrainer, validation_batch
 

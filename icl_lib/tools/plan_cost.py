@@ -20,7 +20,7 @@ import torch
 from ..config import RunSpec
 from ..engine.cache import RunCache
 from ..engine.execution import Execution
-from ..engine.schedule import group_chunks, schedule
+from ..engine.training import group_chunks, schedule
 from ..engine.store import RunStore
 from ..engine.trainer import EnsembleTrainer
 from .plan import unique_specs

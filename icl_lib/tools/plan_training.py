@@ -22,7 +22,7 @@ from ..config import RunSpec
 from ..engine.cache import RunCache
 from ..engine.execution import Execution
 from ..engine.run import Run
-from ..engine.schedule import chunk_cost, group_chunks, train
+from ..engine.training import chunk_cost, group_chunks, train
 from ..engine.store import RunStore, early_twin, experiment_key
 from ..validate import check_choice, check_int
 from .plan import unique_specs
@@ -60,7 +60,7 @@ def train_plan(plan: dict[str, list[RunSpec]], device: str = "auto", progress: b
     ensembles (runs of all chapters pack together), side by side where that keeps the cores busy;
     an interrupted or killed plan resumes from its checkpoints (every ``checkpoint_every``
     seconds) to the numbers of an uninterrupted one.  ``executor="dask"`` sends each ensemble to a
-    Dask cluster instead (:func:`icl_lib.engine.executors.train_on_dask`: ``scheduler`` an address,
+    Dask cluster instead (:func:`icl_lib.engine.cluster.train_on_dask`: ``scheduler`` an address,
     or ``None`` for a local cluster of ``workers`` processes).  ``backend``: how a CPU computes a
     step (:func:`~icl_lib.engine.execution.resolve_backend`).  Returns ``{chapter: runs}``."""
     check_choice("executor", executor, ("local", "dask"))
@@ -71,7 +71,7 @@ def train_plan(plan: dict[str, list[RunSpec]], device: str = "auto", progress: b
     bar = _PlanBar(left, progress)
     try:
         if executor == "dask":
-            from ..engine.executors import train_on_dask  # Dask is optional: imported only for it
+            from ..engine.cluster import train_on_dask  # Dask is optional: imported only for it
 
             runs = train_on_dask(specs, scheduler=scheduler, workers=workers, device=device,
                                  max_ensemble=max_ensemble, progress=bar if bar.bar is not None else None)
