@@ -415,6 +415,8 @@ def _decide_text(estimate, rule: Rule, n: int | None, unit: str, undecided: str)
 
     if n is None:
         text = "the size that would decide it is not given"
+    elif n < 1:
+        text = f"nothing to decide it on: no {unit} measured"
     else:
         need = size_to_decide(estimate, rule.decide, n)
         text = (f"about {need:,} {unit} would decide it at the measured value and spread ({n:,} here)" if need

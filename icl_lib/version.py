@@ -10,8 +10,9 @@ __all__ = ["__version__", "MODEL_CODE_VERSION", "NUMERICS_DIGESTS", "FUSED_CODE_
 __version__ = "0.1.0"
 MODEL_CODE_VERSION = "5"
 # The numerics of the fused CPU backend's own parts (its random numbers and kernels,
-# icl_lib/engine/fused_kernels.py), part of a fused run's cache key; tests/engine/test_numerics.py
-# holds the reference values of each version.  Bump it when a change alters a fused run's numbers.
+# icl_lib/engine/fused_math.py, fused_random.py and fused_kernels.py), part of a fused run's cache
+# key; tests/engine/test_numerics.py holds the reference values of each version.  Bump it when a
+# change alters a fused run's numbers.
 FUSED_CODE_VERSION = "1"
 
 # Digest of the reference runs of tests/engine/test_numerics.py under each MODEL_CODE_VERSION: that

@@ -100,7 +100,7 @@ def test_reparameterised_circuits_are_the_sum_of_kernel_regressors():
     """Circuits of the form (3.1) (reparam_circuits) in the full model give (3.2) exactly, at
     round-off, for three heads of mixed signs and scales (chapter 1's identity, a test of the code)."""
     from icl_lib import kernel_regression_predict, sample_batch
-    from icl_lib.paper1.dynamics import reparam_circuits
+    from icl_lib.paper1.dynamics.landscape import reparam_circuits
 
     omega = torch.tensor([0.35, -0.2, 0.05], dtype=torch.float64)
     mu = torch.tensor([1.4, -0.9, 0.3], dtype=torch.float64)

@@ -591,10 +591,11 @@ def _store_summary(app: Sphinx) -> dict[str, str]:
     GPU): ``"24 of 24 runs stored, trained on cuda (...), <date>"`` or ``"0 of 24 runs stored"``."""
     if not hasattr(app, "icl_store_summary"):
         from icl_lib.tools import plan
+        from icl_lib.tools.plan_training import store_summary
 
         book = Path(app.srcdir) / "book"
         try:
-            app.icl_store_summary = plan.store_summary(plan.book_plan("paper", book if book.exists() else plan.BOOK))
+            app.icl_store_summary = store_summary(plan.book_plan("paper", book if book.exists() else plan.BOOK))
         except Exception as err:  # noqa: BLE001 - the status page says so instead of failing the build
             logger.warning(f"run store summary unavailable: {err}", type="icl", subtype="store")
             app.icl_store_summary = {}

@@ -1,12 +1,16 @@
 """The training engine: batched ensembles, their batch sources and steps, scheduling and the run cache.
 
-* :mod:`~icl_lib.engine.execution` -- device, draw-ahead, CUDA graphs and compilation, resolved once
+* :mod:`~icl_lib.engine.execution` -- device, draw-ahead, CUDA graphs, compilation and the CPU backend, resolved once
 * :mod:`~icl_lib.engine.sources`   -- where a step's batch comes from (plain, prefetch, draw-ahead, shards)
 * :mod:`~icl_lib.engine.steps`     -- one optimiser step (eager, sharded, CUDA graph) and divergence
+* :mod:`~icl_lib.engine.fused`     -- the fused CPU backend, its numba code in :mod:`~icl_lib.engine.fused_math`,
+  :mod:`~icl_lib.engine.fused_random` and :mod:`~icl_lib.engine.fused_kernels`
 * :mod:`~icl_lib.engine.trainer`   -- :class:`EnsembleTrainer`: state, checkpoints, history, the loop
-* :mod:`~icl_lib.engine.schedule`  -- :func:`train`: cache look-up, grouping, concurrency
+* :mod:`~icl_lib.engine.training`  -- :func:`train`: cache look-up, grouping, concurrency
+* :mod:`~icl_lib.engine.cluster`   -- a plan's ensembles trained on a Dask cluster
 * :mod:`~icl_lib.engine.run`       -- :class:`Run`, :func:`stack_models` and :func:`describe_sources`
 * :mod:`~icl_lib.engine.cache`     -- the run cache shared by chapters
+* :mod:`~icl_lib.engine.store`     -- the committed run store of runs trained elsewhere
 * :mod:`~icl_lib.engine.profiles`  -- ``quick`` / ``paper`` / ``auto`` for both papers
 """
 
@@ -14,7 +18,7 @@ from .cache import RunCache, cache_dir
 from .execution import Execution
 from .profiles import profile_seeds, resolve_profile, train_config
 from .run import Run, describe_sources, stack_models
-from .schedule import train
+from .training import train
 from .steps import TrainingDiverged
 from .trainer import EnsembleTrainer, validation_batch
 

@@ -103,7 +103,7 @@ class Execution:
 
     def run_key(self, spec) -> str:
         """The run-cache key of ``spec`` trained under this execution (:meth:`RunSpec.key` of its
-        device type, draw-ahead and backend: all change the numbers).  :func:`~icl_lib.engine.schedule.train`,
+        device type, draw-ahead and backend: all change the numbers).  :func:`~icl_lib.engine.training.train`,
         the plan and ``store export`` key runs, and so name ensemble checkpoints, with it."""
         return spec.key(self.device.type, self.draw_ahead, self.backend)
 

@@ -12,7 +12,7 @@ SGD, the same :mod:`torch.optim` optimiser as the eager step, so checkpoints car
 Its random numbers are not the eager sampler's, so the backend is part of a run's cache key
 (:meth:`icl_lib.config.RunSpec.key`) and of a stored run's provenance; a model's batch at step
 ``t`` is a function of its seed and ``t`` alone, so a checkpoint resumes bitwise from its step.
-Work items (:data:`~icl_lib.engine.fused_kernels.CH` sequences of one model) are spread over
+Work items (:data:`~icl_lib.engine.fused_random.CH` sequences of one model) are spread over
 ``threads`` threads and summed per model in a fixed order: the numbers do not depend on the
 number of threads (tested).
 """
@@ -31,6 +31,7 @@ from ..models import AttentionEnsemble
 from ..seeding import derive_seed
 from ..validate import check_int
 from . import fused_kernels as K
+from .fused_random import CH, chunk_batch
 from .sources import BatchSource
 from .steps import DivergenceWatch, _Step
 
@@ -72,7 +73,7 @@ class FusedProgram:
         self.beta_scale = sampler.beta_scale.numpy()
         self.aniso = sampler.chol is not None
         self.chol = sampler.chol.numpy() if self.aniso else np.zeros((R, self.d, self.d), dt)
-        self.n_chunks = -(-self.B // K.CH)
+        self.n_chunks = -(-self.B // CH)
         self.items = np.array([(r, c) for r in range(R) for c in range(self.n_chunks)], np.int64)
         n = len(self.items)
         self.item_loss = np.zeros(n, np.float64)
@@ -110,8 +111,8 @@ class FusedProgram:
         probe = np.empty(1, dt)
         toks, betas = [], []
         for r in range(R):
-            parts = [K.chunk_batch(self.keys[r, 0], self.keys[r, 1], step, c, self.chol[r], self.aniso,
-                                   self.noise_std[r], self.beta_scale[r], self.d, self.N, self.L, probe)
+            parts = [chunk_batch(self.keys[r, 0], self.keys[r, 1], step, c, self.chol[r], self.aniso,
+                                 self.noise_std[r], self.beta_scale[r], self.d, self.N, self.L, probe)
                      for c in range(self.n_chunks)]
             toks.append(np.concatenate([t for t, _ in parts])[: self.B])
             betas.append(np.concatenate([b for _, b in parts])[: self.B])

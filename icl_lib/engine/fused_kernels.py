@@ -1,29 +1,17 @@
 """The compiled kernels of the fused CPU backend (:mod:`icl_lib.engine.fused`), written with numba.
 
 One call of :func:`chunk_grads` takes a list of work items, each ``CH`` sequences of one model
-at one step, and for each: draws the sequences' Gaussian numbers inside the loop, turns them into
-the model's task (paper 1, Section 2; B.3's covariance, B.4's supports), runs the forward pass of
-eq. (2.2) in circuit form, the analytic backward pass to the circuits ``KQ_h`` and ``OV_h``, and
-adds the item's loss and circuit gradients to its own output slot.  The ``CH`` sequences of an
-item are the SIMD lanes: every loop has them innermost, so the compiler vectorises across
-sequences and no step needs a horizontal sum.  :func:`reduce_grads` then sums the items of each
-model in a fixed order and applies the chain rule to ``Q, K, V, O``, so the numbers do not
-depend on how items were spread over threads.
-
-Random numbers (counter-based, so a step's batch is a function of the model's key, the step and
-the item, and a run resumes from its step counter alone):
-
-* Philox4x32-10 (Salmon et al., SC 2011) maps ``(key, (step, step_hi, item, lane))`` to the
-  128-bit state of one xoshiro128++ generator (Blackman and Vigna) per lane;
-* each lane's xoshiro128++ draws that sequence's numbers, 64 bits per pair of normals;
-* Box-Muller turns a pair of 31- and 32-bit uniforms into two normals: ``r = sqrt(-2 ln u1)``
-  with ``u1`` in ``[2^-31, 1]`` (the largest radius is 6.56, the tail beyond it has probability
-  5e-11), and the angle from two quadrant bits and a 30-bit fraction.
-
-``ln``, ``sin``, ``cos`` and float32 ``exp`` are polynomials written here (accurate to a few float32
-ulps; tested), because numba's ``math`` functions call the C library one number at a time and
-stop the vectoriser (numba's vector math library needs a build of llvmlite that PyPI does not
-ship).  float64 models take ``math.exp`` and ``math.tanh``; the normals are float32 in both.
+at one step, and for each: draws the sequences' Gaussian numbers inside the loop
+(:mod:`icl_lib.engine.fused_random`), turns them into the model's task (paper 1, Section 2; B.3's
+covariance, B.4's supports), runs the forward pass of eq. (2.2) in circuit form (attention kinds
+:data:`KINDS`), the analytic backward pass to the circuits ``KQ_h`` and ``OV_h``, and adds the
+item's loss and circuit gradients to its own output slot.  The ``CH`` sequences of an item are the
+SIMD lanes: every loop has them innermost, so the compiler vectorises across sequences and no step
+needs a horizontal sum.  :func:`reduce_grads` then sums the items of each model in a fixed order
+and applies the chain rule to ``Q, K, V, O``, so the numbers do not depend on how items were spread
+over threads.  :func:`step_grads` is one step of a whole ensemble (:func:`circuits`, the items,
+the reduction); :func:`adam_update`, :func:`adam_update4` and :func:`sgd_update` are
+torch.optim's updates.  The maths the kernels use is :mod:`icl_lib.engine.fused_math`'s.
 """
 
 from __future__ import annotations
@@ -34,253 +22,16 @@ import os
 os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")  # numba leaves LLVM's SLP vectoriser off by default
 
 import numpy as np  # noqa: E402
-from llvmlite import ir  # noqa: E402
 import numba  # noqa: E402
-from numba import njit, types  # noqa: E402
-from numba.extending import intrinsic, overload  # noqa: E402
+from numba import njit  # noqa: E402
 
-__all__ = ["CH", "KINDS", "philox4x32", "normals", "chunk_grads", "chunk_batch", "reduce_grads", "circuits",
-           "adam_update", "adam_update4", "sgd_update", "step_grads", "exp_approx", "log_approx", "sincos_approx"]
+from .fused_math import _JIT, _exp, _tanh  # noqa: E402
+from .fused_random import CH, _fill_normals, _make_data, _seed_lanes  # noqa: E402
 
-CH = 64  # sequences per work item: the SIMD lanes of every loop (16 and 32 vectorised worse, measured)
+__all__ = ["KINDS", "chunk_grads", "reduce_grads", "circuits", "adam_update", "adam_update4", "sgd_update",
+           "step_grads"]
+
 KINDS = {"softmax": 0, "linear": 1, "one_plus_tanh": 2, "quadratic": 3, "square": 4}  # attention codes
-
-_JIT = dict(nogil=True, fastmath=True, cache=True, error_model="numpy")
-_M32 = np.uint64(0xFFFFFFFF)
-
-
-# ------------------------------------------------------------------------------------------ bits
-@intrinsic
-def _f32_bits(typingctx, x):
-    """The bits of a float32 as uint32 (a reinterpretation, no conversion)."""
-    sig = types.uint32(types.float32)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-
-    return sig, codegen
-
-
-@intrinsic
-def _bits_f32(typingctx, x):
-    """The float32 whose bits are the uint32 ``x``."""
-    sig = types.float32(types.uint32)
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return sig, codegen
-
-
-@njit(inline="always", **_JIT)
-def _u32(x):
-    return np.uint32(np.uint64(x) & _M32)
-
-
-@njit(inline="always", **_JIT)
-def _rotl(x, k):
-    x = np.uint64(x)
-    return _u32((x << np.uint64(k)) | (x >> np.uint64(32 - k)))
-
-
-# ------------------------------------------------------------------------------------------ maths
-_LN2 = np.float32(0.6931471805599453)
-_LOG2E = np.float32(1.4426950408889634)
-_LN2_HI = np.float32(0.693145751953125)
-_LN2_LO = np.float32(1.428606765330187e-06)
-_SQRT2 = np.float32(1.4142135623730951)
-
-
-@njit(inline="always", **_JIT)
-def log_approx(x):
-    """``ln x`` for a positive normal float32 (exponent and mantissa split, ``2 atanh`` series on
-    ``[sqrt(1/2), sqrt(2))``)."""
-    b = _f32_bits(np.float32(x))
-    e = np.int32((b >> np.uint32(23)) & np.uint32(0xFF)) - np.int32(127)
-    m = _bits_f32(np.uint32((b & np.uint32(0x7FFFFF)) | np.uint32(0x3F800000)))
-    big = m > _SQRT2
-    m = np.float32(m * np.float32(0.5)) if big else m
-    e = e + np.int32(1) if big else e
-    t = (m - np.float32(1.0)) / (m + np.float32(1.0))
-    t2 = t * t
-    p = np.float32(1.0) + t2 * (np.float32(1 / 3) + t2 * (np.float32(1 / 5) + t2 * (np.float32(1 / 7) + t2 * np.float32(1 / 9))))
-    return np.float32(e) * _LN2 + np.float32(2.0) * t * p
-
-
-@njit(inline="always", **_JIT)
-def sincos_approx(phi):
-    """``(sin phi, cos phi)`` for float32 ``|phi| <= pi/4`` (Taylor polynomials of degree 9 and 10)."""
-    p2 = phi * phi
-    s = phi * (np.float32(1.0) - p2 * (np.float32(1 / 6) - p2 * (np.float32(1 / 120) - p2 * (np.float32(1 / 5040) - p2 * np.float32(1 / 362880)))))
-    c = np.float32(1.0) - p2 * (np.float32(0.5) - p2 * (np.float32(1 / 24) - p2 * (np.float32(1 / 720) - p2 * (np.float32(1 / 40320) - p2 * np.float32(1 / 3628800)))))
-    return s, c
-
-
-@njit(inline="always", **_JIT)
-def exp_approx(x):
-    """``exp x`` for float32 (``2^n e^f`` with ``|f| <= ln2 / 2``, degree-7 polynomial); ``x`` is
-    clamped to ``[-87, 88]``, where float32 is normal."""
-    x = min(max(np.float32(x), np.float32(-87.0)), np.float32(88.0))
-    n = np.floor(x * _LOG2E + np.float32(0.5))
-    f = (x - n * _LN2_HI) - n * _LN2_LO
-    p = np.float32(1.0) + f * (np.float32(1.0) + f * (np.float32(0.5) + f * (np.float32(1 / 6) + f * (
-        np.float32(1 / 24) + f * (np.float32(1 / 120) + f * (np.float32(1 / 720) + f * np.float32(1 / 5040)))))))
-    return p * _bits_f32(np.uint32((np.int32(n) + np.int32(127)) << np.int32(23)))
-
-
-def _exp(x):  # pragma: no cover - replaced by the overload below inside compiled code
-    return math.exp(x)
-
-
-@overload(_exp, inline="always", jit_options=_JIT)
-def _exp_overload(x):
-    if isinstance(x, types.Float) and x.bitwidth == 32:
-        return lambda x: exp_approx(x)
-    return lambda x: math.exp(x)
-
-
-def _tanh(x):  # pragma: no cover - replaced by the overload below inside compiled code
-    return math.tanh(x)
-
-
-@overload(_tanh, inline="always", jit_options=_JIT)
-def _tanh_overload(x):
-    if isinstance(x, types.Float) and x.bitwidth == 32:
-        def tanh32(x):
-            e = exp_approx(np.float32(-2.0) * x)  # tanh x = (1 - e^{-2x}) / (1 + e^{-2x})
-            return (np.float32(1.0) - e) / (np.float32(1.0) + e)
-        return tanh32
-    return lambda x: math.tanh(x)
-
-
-# ------------------------------------------------------------------------------------------ RNG
-_PM0, _PM1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
-_PW0, _PW1 = np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
-
-
-@njit(inline="always", **_JIT)
-def philox4x32(c0, c1, c2, c3, k0, k1):
-    """Philox4x32-10 of counter ``(c0, c1, c2, c3)`` under key ``(k0, k1)``: four uint32 words."""
-    c0, c1, c2, c3 = np.uint64(c0), np.uint64(c1), np.uint64(c2), np.uint64(c3)
-    k0, k1 = np.uint64(k0), np.uint64(k1)
-    for _ in range(10):
-        p0 = _PM0 * c0
-        p1 = _PM1 * c2
-        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ k0) & _M32, p1 & _M32, ((p0 >> np.uint64(32)) ^ c3 ^ k1) & _M32, p0 & _M32
-        k0 = (k0 + _PW0) & _M32
-        k1 = (k1 + _PW1) & _M32
-    return _u32(c0), _u32(c1), _u32(c2), _u32(c3)
-
-
-@njit(**_JIT)
-def _seed_lanes(state, k0, k1, step, item):
-    """Every lane's xoshiro128++ state ``(4, CH)`` for ``item`` at ``step``."""
-    slo = _u32(step)
-    shi = _u32(np.uint64(step) >> np.uint64(32))
-    for b in range(CH):
-        s0, s1, s2, s3 = philox4x32(slo, shi, item, b, k0, k1)
-        state[0, b], state[1, b], state[2, b], state[3, b] = s0, s1, s2, s3
-
-
-@njit(inline="always", **_JIT)
-def _xoshiro_next(s0, s1, s2, s3):
-    """One draw of xoshiro128++: the 32-bit output and the next state."""
-    r = _u32(np.uint64(_rotl(_u32(np.uint64(s0) + np.uint64(s3)), 7)) + np.uint64(s0))
-    t = _u32(np.uint64(s1) << np.uint64(9))
-    s2 ^= s0
-    s3 ^= s1
-    s1 ^= s2
-    s0 ^= s3
-    s2 ^= t
-    s3 = _rotl(s3, 11)
-    return r, s0, s1, s2, s3
-
-
-@njit(inline="always", **_JIT)
-def _fill_normals(out, state, rows):
-    """``out[:rows]`` ``(rows, CH)`` with standard normals, a pair of rows per 64 bits of each
-    lane's xoshiro128++ (``rows`` even)."""
-    two31 = np.float32(2.0**-31)
-    two30 = np.float32(2.0**-30)
-    halfpi = np.float32(math.pi / 2)
-    quarterpi = np.float32(math.pi / 4)
-    for j in range(0, rows, 2):
-        for b in range(CH):
-            s0, s1, s2, s3 = state[0, b], state[1, b], state[2, b], state[3, b]
-            r1, s0, s1, s2, s3 = _xoshiro_next(s0, s1, s2, s3)
-            r2, s0, s1, s2, s3 = _xoshiro_next(s0, s1, s2, s3)
-            state[0, b], state[1, b], state[2, b], state[3, b] = s0, s1, s2, s3
-            u1 = np.float32(np.int32(r1 >> np.uint32(1)) + np.int32(1)) * two31  # (0, 1]
-            rad = np.sqrt(np.float32(-2.0) * log_approx(u1))
-            q = r2 >> np.uint32(30)
-            phi = (np.float32(np.int32(r2 & np.uint32(0x3FFFFFFF))) + np.float32(0.5)) * two30 * halfpi - quarterpi
-            s, c = sincos_approx(phi)
-            odd = (q & np.uint32(1)) != np.uint32(0)
-            x0 = s if odd else c
-            y0 = c if odd else s
-            negx = ((q ^ (q >> np.uint32(1))) & np.uint32(1)) != np.uint32(0)
-            negy = (q & np.uint32(2)) != np.uint32(0)
-            out[j, b] = -rad * x0 if negx else rad * x0
-            out[j + 1, b] = -rad * y0 if negy else rad * y0
-
-
-@njit(**_JIT)
-def normals(k0, k1, step, item, rows):
-    """The standard normals of one work item, ``(rows rounded up to even, CH)`` float32 (tests and
-    :func:`chunk_batch`)."""
-    rows2 = rows + (rows & 1)
-    state = np.empty((4, CH), np.uint32)
-    _seed_lanes(state, k0, k1, step, item)
-    out = np.empty((rows2, CH), np.float32)
-    _fill_normals(out, state, rows2)
-    return out
-
-
-# ------------------------------------------------------------------------------------------ data
-@njit(inline="always", **_JIT)
-def _make_data(Z, beta, raw, chol, aniso, noise_std, beta_scale, d, N, T):
-    """Turn an item's normals ``raw`` into its sequences: ``Z (D, T, CH)`` tokens (covariates, then
-    labels; column ``T - 1`` is the query) and ``beta (N, d, CH)``, in the sampler's layout
-    (:meth:`icl_lib.data.TaskSampler.sample`: ``x^T``, then the noise, then ``beta``)."""
-    for k in range(d):
-        for i in range(T):
-            for b in range(CH):
-                Z[k, i, b] = raw[k * T + i, b]
-    if aniso:  # x = C z with C lower triangular: row k needs z_0..z_k, so fill from the last row up
-        for k in range(d - 1, -1, -1):
-            for i in range(T):
-                for b in range(CH):
-                    acc = Z[0, i, b] * chol[k, 0]
-                    for j in range(1, k + 1):
-                        acc += chol[k, j] * Z[j, i, b]
-                    Z[k, i, b] = acc
-    off = d * T
-    for n in range(N):
-        for i in range(T):
-            for b in range(CH):
-                Z[d + n, i, b] = noise_std * raw[off + n * T + i, b]
-    off += N * T
-    for n in range(N):
-        for k in range(d):
-            for b in range(CH):
-                beta[n, k, b] = raw[off + n * d + k, b] * beta_scale[n, k]
-    for n in range(N):
-        for k in range(d):
-            for i in range(T):
-                for b in range(CH):
-                    Z[d + n, i, b] += Z[k, i, b] * beta[n, k, b]
-
-
-@njit(**_JIT)
-def chunk_batch(k0, k1, step, item, chol, aniso, noise_std, beta_scale, d, N, L, dtype_probe):
-    """One work item's ``CH`` sequences as ``tokens (CH, D, L+1)`` and ``beta (CH, N, d)`` (the
-    batch a fused step trains on, for tests and the final loss)."""
-    D, T = d + N, L + 1
-    raw = normals(k0, k1, step, item, D * T + N * d)
-    Z = np.empty((D, T, CH), dtype_probe.dtype)
-    beta = np.empty((N, d, CH), dtype_probe.dtype)
-    _make_data(Z, beta, raw, chol, aniso, noise_std, beta_scale, d, N, T)
-    return Z.transpose(2, 0, 1).copy(), beta.transpose(2, 0, 1).copy()
 
 
 # ------------------------------------------------------------------------------------------ model

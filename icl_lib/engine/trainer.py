@@ -67,7 +67,7 @@ class EnsembleTrainer:
     when stopped early, and resumed from when it exists.  ``shards``: CPU threads each training a
     slice of the ensemble (default: one per thread).  ``progress``: ``True`` shows this ensemble's
     bar; a callable instead is called with the number of models after every step (a progress
-    bar over many ensembles: :func:`icl_lib.tools.plan.train_plan`).
+    bar over many ensembles: :func:`icl_lib.tools.plan_training.train_plan`).
     """
 
     def __init__(
@@ -211,7 +211,7 @@ class EnsembleTrainer:
     @torch.no_grad()
     def snapshot(self) -> tuple:
         """What the history records of the current parameters: circuits and validation loss (at
-        each of ``TrainConfig.log_steps()``; the training plan times it, :func:`icl_lib.tools.plan.describe`)."""
+        each of ``TrainConfig.log_steps()``; the training plan times it, :func:`icl_lib.tools.plan_cost.describe`)."""
         KQ, OV = self.model.circuits()
         return KQ.float().cpu(), OV.float().cpu(), self.model.loss(self.val).float().cpu()
 

@@ -173,7 +173,7 @@ def loglog_points(x, y, yerr=None, ax=None, label: str = "measured", fit=None, f
                   references: Mapping[str, object] | None = None, color_index: int = 0,
                   xlabel: str = "$n$", ylabel: str = ""):
     """Points ``y(x)`` with error bars on log-log axes, the fitted power law ``fit`` (a
-    :class:`icl_lib.paper2.analysis.Fit` on natural logs) and reference curves ``{label: y_ref(x)}``."""
+    :class:`icl_lib.paper2.fits.Fit` on natural logs) and reference curves ``{label: y_ref(x)}``."""
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 3.6))
     x, y = as_array(x), as_array(y)
@@ -198,7 +198,7 @@ def loglog_points(x, y, yerr=None, ax=None, label: str = "measured", fit=None, f
 def head_split_curves(histories: Mapping[float, dict | None], shape_threshold: float | None = None,
                       scale_threshold: float = 0.25):
     """The two heads against the mirror pair ``+-omega Gamma`` along training (chapter 6), from
-    :func:`icl_lib.paper1.anisotropic.head_split_histories`: spread of ``|omega_h|`` (left) and
+    :func:`icl_lib.paper1.anisotropic.learned.head_split_histories`: spread of ``|omega_h|`` (left) and
     distance between the heads' normalised blocks (right), thin lines per seed, thick medians, one
     colour per ``rho`` (``None`` entries keep their colour unused); dashed: the thresholds."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
@@ -222,7 +222,7 @@ def head_split_curves(histories: Mapping[float, dict | None], shape_threshold: f
 
 def length_loss_curves(table, train_L: int):
     """Chapter 6's losses against the context length, from
-    :func:`icl_lib.paper1.anisotropic.length_losses` (rows ``L``): every column but ``model lo`` /
+    :func:`icl_lib.paper1.anisotropic.model_losses.length_losses` (rows ``L``): every column but ``model lo`` /
     ``model hi`` as a curve on log-log axes, the models' band from their smallest to their largest
     loss, a dotted line at the training length."""
     x = table.index.to_list()
@@ -237,7 +237,7 @@ def length_loss_curves(table, train_L: int):
 def rho_distances(points):
     """Distances of the normalised learned pre-conditioner to ``Gamma*``, ``Sigma^{-1}`` and ``I_d``
     against ``rho`` (chapter 6): one dot per row of ``points`` (the positive/negative rows of
-    :func:`icl_lib.paper1.anisotropic.circuit_table`), lines through the medians per ``rho``."""
+    :func:`icl_lib.paper1.anisotropic.learned.circuit_table`), lines through the medians per ``rho``."""
     fig, ax = plt.subplots(figsize=(6, 3.8))
     cols = [("d(Gamma, Gamma*)", r"to $\Gamma^\star$"), ("d(Gamma, Sigma^-1)", r"to $\Sigma^{-1}$"),
             ("d(Gamma, I)", r"to $I_d$")]
@@ -257,7 +257,7 @@ def population_gap_figure(gap: Mapping[str, dict], fits: Mapping[str, object], n
 
     Left: the Monte Carlo ``E[L_hat]`` against ``n`` (+-2 standard errors) and the closed form
     ``L`` (dashed); right: the gap ``E[L_hat] - L`` on log-log axes with its fitted power law
-    (``fits``: :func:`icl_lib.paper2.analysis.gap_fits` over ``n >= n_min``).  ``gap`` is
+    (``fits``: :func:`icl_lib.paper2.experiment_fits.gap_fits` over ``n >= n_min``).  ``gap`` is
     :func:`icl_lib.paper2.experiments.loss_gap_vs_n`'s result (first repetition shown).
     """
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
@@ -295,7 +295,7 @@ def method_comparison_figure(population: Mapping[str, object], finite: Mapping[s
 def kappa_rate_figure(kappas, one_minus_mu: Mapping[str, object], fits: Mapping[str, object]):
     """Chapter 8's rate against the condition number: ``1 - mu`` ``{label: (len(kappas), R)}``
     (mean +- standard error over the ``R`` problems) on log-log axes with the fitted power laws
-    ``fits`` (:func:`icl_lib.paper2.analysis.slope_over_repetitions`), one colour per method."""
+    ``fits`` (:func:`icl_lib.paper2.fits.slope_over_repetitions`), one colour per method."""
     import math
 
     import torch

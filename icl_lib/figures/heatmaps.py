@@ -18,7 +18,8 @@ import torch
 from matplotlib.patches import Rectangle
 
 from ..config import DataConfig
-from ..paper1.anisotropic import rel_dist, scaled_inverse_blocks, trace_normalise
+from ..paper1.anisotropic.learned import scaled_inverse_blocks
+from ..paper1.anisotropic.preconditioner import rel_dist, trace_normalise
 from .style import CMAP, as_array
 
 __all__ = [

@@ -32,9 +32,9 @@ __all__ = ["linearisation_plot", "bayes_ratio_plot", "linear_softmax_plot", "act
 
 def linearisation_plot(table: pd.DataFrame, trained: pd.DataFrame | None = None, ax=None):
     """The columns of ``table`` (index ``omega``; relative RMS error of hand-set heads against
-    their linearisation, :func:`~icl_lib.paper1.optimality.linearisation_curves`) on log-log axes,
+    their linearisation, :func:`~icl_lib.paper1.optimality.linearisation.linearisation_curves`) on log-log axes,
     with dotted ``omega^2`` and ``omega`` guides through their first point, and the trained models
-    of ``trained`` (:func:`~icl_lib.paper1.optimality.trained_linearisation_points`) as black
+    of ``trained`` (:func:`~icl_lib.paper1.optimality.linearisation.trained_linearisation_points`) as black
     points.  Chapter 5 (paper 1, Theorem 4.2 (i))."""
     if ax is None:
         _, ax = plt.subplots(figsize=(6.2, 3.9))
@@ -58,12 +58,13 @@ def linearisation_plot(table: pd.DataFrame, trained: pd.DataFrame | None = None,
 
 def bayes_ratio_plot(limits: pd.DataFrame, ratio_df: pd.DataFrame, d: int, ax=None,
                      trained: pd.DataFrame | None = None, sigma2: float | None = None):
-    """``limits`` (index ``xi``, one column per ``sigma2``: :func:`~icl_lib.paper1.optimality.ratio_limits`)
-    as lines and the finite-``d`` ratios of ``ratio_df``
-    (:func:`~icl_lib.paper1.optimality.bayes_ratio_grid`) as markers of the same colour, on a
-    log ``xi`` axis; with ``trained`` (:func:`~icl_lib.paper1.optimality.proportional_table`, at
-    noise ``sigma2``) the trained models' loss over the Bayes risk as black points with 95% error
-    bars, and the exact ``R_dGD* / R_Bayes`` at their ``(d, L)`` as crosses.  Chapter 5."""
+    """``limits`` (index ``xi``, one column per ``sigma2``:
+    :func:`~icl_lib.paper1.optimality.proportional.ratio_limits`) as lines and the finite-``d``
+    ratios of ``ratio_df`` (:func:`~icl_lib.paper1.optimality.proportional.bayes_ratio_grid`) as
+    markers of the same colour, on a log ``xi`` axis; with ``trained``
+    (:func:`~icl_lib.paper1.optimality.proportional.proportional_table`, at noise ``sigma2``) the
+    trained models' loss over the Bayes risk as black points with 95% error bars, and the exact
+    ``R_dGD* / R_Bayes`` at their ``(d, L)`` as crosses.  Chapter 5."""
     if ax is None:
         _, ax = plt.subplots(figsize=(6.2, 3.9))
     xi = limits.index.to_numpy()
@@ -89,7 +90,7 @@ def linear_softmax_plot(table: pd.DataFrame, errors: pd.DataFrame, train_L: int,
     """Median losses of 2-head softmax and linear attention (columns ``softmax``, ``linear`` of
     ``table``, standard errors in ``errors``) against ``L``, with their closed-form predictions
     (``predicted softmax``, ``predicted linear``) as grey lines: the table of
-    :func:`~icl_lib.paper1.optimality.linear_vs_softmax`.  Chapter 5 (paper 1, B.1)."""
+    :func:`~icl_lib.paper1.optimality.linear_attention.linear_vs_softmax`.  Chapter 5 (paper 1, B.1)."""
     names = {"softmax": "softmax attention (2 heads)", "linear": "linear attention (2 heads, N fixed)"}
     preds = {"predicted softmax": "prediction: debiased GD, learned eta",
              "predicted linear": "prediction: vanilla GD, step x L/N"}

@@ -13,7 +13,7 @@ import seaborn as sns
 
 from typing import Mapping
 
-from ..paper1.multitask import MODES
+from ..paper1.multitask.head_modes import MODES
 from .style import fixed_jitter
 
 __all__ = ["loss_strip", "interval_strip", "task_loss_plot", "PATTERN_COLORS"]

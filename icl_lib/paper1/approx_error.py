@@ -25,7 +25,7 @@ from ..seeding import derive_seed
 from ..stats import LEVEL, Estimate
 from ..validate import check_float, check_int, check_int_list
 from .approx_loss import ApproxLossConfig, approx_loss, mu_star
-from .dynamics import symmetric_two_head, true_loss_cv
+from .dynamics.landscape import symmetric_two_head, true_loss_cv
 
 __all__ = ["error_by_length", "order_in_length"]
 
@@ -33,7 +33,7 @@ __all__ = ["error_by_length", "order_in_length"]
 def error_by_length(Ls: Sequence[int], d: int, sigma2: float, w: float, n: int, seed: int) -> pd.DataFrame:
     """For each ``L`` of ``Ls``: two symmetric heads ``omega = (w, -w)`` on the valley floor of
     (4.1), ``mu = mu*(omega)`` (eq. D.17), their true ICL loss by Monte Carlo on ``n`` sequences
-    with debiased GD as control variate (:func:`~icl_lib.paper1.dynamics.true_loss_cv`), its
+    with debiased GD as control variate (:func:`~icl_lib.paper1.dynamics.landscape.true_loss_cv`), its
     standard error, (4.1), and ``diff = true - (4.1)``, with the small-``w`` prediction ``s*/L``
     beside it.  One row per ``L``.  Chapter 3 (Proposition 4.1)."""
     Ls = check_int_list("Ls", Ls, 2, 4096, max_len=12)

@@ -1,70 +1,41 @@
 """Where each solution emerges: a grid over heads, shape, noise and optimiser (chapter 9).
 
 Paper 1 trains a handful of hand-picked settings (d = 5, L = 40, H = 1..4, one seed each).  This
-module trains a grid of *cells* -- a head count H, a covariate dimension d, a context length L, a
-noise level sigma^2, an Adam learning rate and an initial scale (:attr:`ModelConfig.init_scale`)
--- with many seeds per cell, and reads every run with the rules the book already uses:
+module declares and trains a grid of *cells* -- a head count H, a covariate dimension d, a context
+length L, a noise level sigma^2, an Adam learning rate and an initial scale
+(:attr:`ModelConfig.init_scale`) -- with many seeds per cell; :mod:`icl_lib.paper1.phase_outcomes`
+reads every run with the rules the book already uses.
 
-* the **outcome** of a run (:data:`OUTCOMES`): the circuit form (3.1) must hold (chapter 2's
-  thresholds: the off-diagonal KQ and off-label OV mass below half the diagonal / label mass,
-  :func:`~icl_lib.circuits.summarize_pattern`), then :attr:`PatternSummary.kind` decides:
-  ``pos/neg`` (heads of both signs), ``single-sign`` (the kernel-regressor trap of H >= 2) or
-  ``single-head`` (H = 1); a run whose circuits are not yet of the form (3.1) is ``unformed``.
-  Dummy heads (:func:`~icl_lib.circuits.dummy_heads`) are counted besides;
-* the learned **effective rate** ``eta = sum_h mu_h omega_h`` (:func:`~icl_lib.circuits.effective_rate`)
-  against Theorem 4.2 (ii)'s ``eta*(d, L, sigma^2) = 1 / (1 + (1 + sigma^2) d / L)``
-  (:func:`~icl_lib.estimators.optimal_eta_debiased`);
-* the **time to the pattern**: the first logged step from which the run stays in its final
-  pattern (``pos/neg``, or ``single-head`` for H = 1) to the end
-  (:func:`~icl_lib.paper1.dynamics.first_persistent_step` on the run's history); ``None`` when it
-  is not in it at the end (censored at the step budget);
-* the final **test loss** against debiased GD at ``eta*`` and the Bayes predictor, all on one
-  shared test set per task (:func:`~icl_lib.paper1.optimality.paired_losses`: paired errors).
+The grid (:class:`PhaseGrid`) is a list of values per axis (:data:`AXES`) -- head counts,
+``(d, L)`` shapes (pairs, so that the proportional line d / L = const is a choice of shapes), noise
+levels, rates and initial scales -- whose first entries form the *centre*.  :meth:`PhaseGrid.plan`
+gives each cell (:class:`Cell`) its number of seeds: the ``paper`` profile trains the full
+Cartesian product; the ``quick`` profile a slice (every head count at the centre with many seeds,
+and for one head count, ``trap_heads`` = 2 by default, every other value of one axis at a time with
+fewer seeds).  The training is the profile's (:func:`~icl_lib.engine.train_config`, rates
+:func:`profile_lrs`), so that the centre's runs are chapter 2's and the proportional shapes' runs
+chapter 5's: the run cache serves them.  :func:`grid_specs` lists the runs, :func:`train_grid`
+trains them in one call of the engine, and :func:`projected_seconds` projects the time of a grid
+from a measured training rate (:data:`H200_RATE`).
 
-The grid (:class:`PhaseGrid`) is a list of values per axis -- head counts, ``(d, L)`` shapes
-(pairs, so that the proportional line d / L = const is a choice of shapes), noise levels, rates
-and initial scales -- whose first entries form the *centre*.  :meth:`PhaseGrid.plan` gives each
-cell its number of seeds: the ``paper`` profile trains the full Cartesian product; the ``quick``
-profile a slice (every head count at the centre with many seeds, and for one head count,
-``trap_heads`` = 2 by default, every other value of one axis at a time with fewer seeds).  The
-training is the profile's (:func:`~icl_lib.engine.train_config`), so that the centre's runs are
-chapter 2's and the proportional shapes' runs chapter 5's: the run cache serves them.
-
-Statistics for the chapter's claims, each an :class:`~icl_lib.stats.Estimate`:
-:func:`censored_median_ci` (a median over seeds some of which never reached the pattern),
-:func:`~icl_lib.stats.fraction_diff` (a difference of two fractions of seeds), :func:`worst_cell` (the worst cell
-of a grid, Bonferroni over cells), :func:`loglog_slope` and :func:`linear_slope` (fitted slopes).
-:func:`projected_seconds` projects the time of a grid from a measured training rate.
+Used by chapter 9 (also for the trap sweep of :mod:`icl_lib.paper1.trap`) and by the book's
+training plan (:mod:`icl_lib.tools.plan`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-import numpy as np
-import pandas as pd
-import torch
-from scipy import stats as sps
-
-from ..circuits import DUMMY_TOL, dummy_heads, effective_rate, mu_of, omega_of
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
 from ..engine import Run, train
-from ..engine.run import stack_models
-from ..estimators import bayes_risk, debiased_gd_predict, debiased_gd_risk, optimal_eta_debiased
-from ..seeding import derive_seed
-from ..stats import LEVEL, Estimate, fraction_diff, mean_ci, median_ci, proportion_ci
+from ..estimators import optimal_eta_debiased
 from ..validate import check_choice, check_float, check_float_list, check_int, check_int_list, fail, literal_list
-from .dynamics import first_persistent_step
-from .optimality import extreme, paired_losses
 
 __all__ = [
-    "OUTCOMES",
     "AXES",
-    "SHAPE_TOL",
     "LRS",
     "SEEDS",
     "Cell",
@@ -72,37 +43,15 @@ __all__ = [
     "profile_lrs",
     "grid_specs",
     "train_grid",
-    "outcome_codes",
-    "run_record",
-    "model_table",
-    "attach_losses",
-    "outcomes_at_time",
-    "cell_table",
-    "along",
-    "readable",
-    "outcome_table",
-    "rate_table",
-    "trap_vs_heads",
-    "trap_vs_lr",
-    "time_panels",
-    "time_scaling",
-    "censored_median_ci",
-    "worst_cell",
-    "linear_slope",
-    "loglog_slope",
     "projected_seconds",
     "H200_RATE",
-    "UNDECIDED",
 ]
 
-OUTCOMES = ("pos/neg", "single-sign", "single-head", "unformed")  # what a run ends in
 AXES = ("H", "d", "L", "sigma2", "lr", "init_scale")  # the grid's axes, as the tables name them
-SHAPE_TOL = 0.5  # chapter 2's thresholds of the form (3.1): KQ off-diag / diag and OV off-label / |mu|
 LRS = {"quick": (1e-3, 3e-3, 1e-2), "paper": (1e-3, 3e-3, 1e-2)}  # Adam rates: the paper's first
 SEEDS = {"quick": (12, 4), "paper": (8, 8)}  # (head-axis seeds, seeds of the other cells) by profile
 FULL_SEEDS = 16  # seeds per cell of the full grid (a cluster's: :meth:`PhaseGrid.full`)
 MAX_RUNS = 50_000  # the most runs one grid may ask for
-UNDECIDED = Estimate(math.nan, -math.inf, math.inf, LEVEL, "not in this grid")  # a comparison without its cells
 # The engine's rate on one NVIDIA H200 (model-steps/s, ensemble of 256 models at d = 5, L = 40,
 # torch 2.11.0+cu130, README "Speed"): what projected_seconds projects the full grid from.
 H200_RATE = 118_923
@@ -265,313 +214,6 @@ def train_grid(plan: Mapping[Cell, int], seed: int, train_cfg: TrainConfig,
         out[c] = runs[k:k + n]
         k += n
     return out
-
-
-# ------------------------------------------------------------------------------------ one run
-def outcome_codes(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY_TOL) -> tuple[np.ndarray, np.ndarray]:
-    """The outcome and the number of dummy heads of every snapshot of a history ``KQ (T, H, D, D)``,
-    ``OV (T, H, N, D)``, computed at once: the rules of :func:`~icl_lib.circuits.summarize_pattern`
-    (the form (3.1) pooled over the non-dummy heads below :data:`SHAPE_TOL`; ``kind``).  Returns
-    ``(outcome (T,) of str, dummies (T,) of int)``; outcomes are :data:`OUTCOMES`."""
-    KQ, OV = KQ.detach().double().cpu(), OV.detach().double().cpu()
-    H = KQ.shape[-3]
-    w, m = omega_of(KQ, d), mu_of(OV, d)  # (T, H)
-    live = ~dummy_heads(w, m, tol)  # (T, H)
-    block = KQ[..., :, :d]  # (T, H, D, d): the columns that meet x_q
-    diag2 = block[..., :d, :].diagonal(dim1=-2, dim2=-1).pow(2).sum(-1)  # (T, H)
-    off2 = (block.pow(2).sum((-1, -2)) - diag2).clamp_min(0)
-    row = OV[..., 0, :]  # (T, H, D)
-    last2 = row[..., d].pow(2)
-    offo2 = (row.pow(2).sum(-1) - last2).clamp_min(0)
-    kq_ratio = (off2 * live).sum(-1).sqrt() / (diag2 * live).sum(-1).sqrt()  # (T,)
-    ov_ratio = (offo2 * live).sum(-1).sqrt() / (last2 * live).sum(-1).sqrt()
-    shape = (kq_ratio < SHAPE_TOL) & (ov_ratio < SHAPE_TOL)
-    pos = (live & (w > 0)).any(-1)
-    neg = (live & ~(w > 0)).any(-1)
-    kind = np.where(pos & neg, "pos/neg", "single-sign") if H > 1 else np.full(len(w), "single-head")
-    out = np.where(shape.numpy(), kind, "unformed")
-    return out, (~live).sum(-1).numpy()
-
-
-def run_record(run: Run, cell: Cell) -> dict:
-    """One run's row: the cell, the seed, the final outcome and dummy heads, the learned rate
-    ``eta`` (:func:`~icl_lib.circuits.effective_rate`) and ``eta / eta* - 1``, and the time to
-    the pattern (``None``: censored)."""
-    d = run.d
-    out, dummies = outcome_codes(run.history["KQ"], run.history["OV"], d)
-    final = str(out[-1])
-    target = "single-head" if cell.H == 1 else "pos/neg"
-    t = first_persistent_step(run.history["step"].numpy(), out == target)
-    eta = float(effective_rate(run.KQ.double(), run.OV.double(), d))
-    return {**cell.as_dict(), "seed": run.spec.seed, "outcome": final, "dummy heads": int(dummies[-1]),
-            "eta": eta, "eta*": cell.eta_star, "eta/eta*-1": eta / cell.eta_star - 1,
-            "t_pattern": t, "steps": run.spec.train.steps}
-
-
-def model_table(grid_runs: Mapping[Cell, Sequence[Run]]) -> pd.DataFrame:
-    """One row per run of a trained grid (:func:`run_record`), cells in order, seeds in order."""
-    return pd.DataFrame([run_record(r, c) for c, runs in grid_runs.items() for r in runs])
-
-
-def outcomes_at_time(grid_runs: Mapping[Cell, Sequence[Run]], time: float) -> pd.DataFrame:
-    """Every run's outcome at "Adam time" ``lr * step = time``: at the last logged step at or before
-    ``time / lr`` (to compare learning rates at an equal product of rate and steps).  Columns: the
-    cell's axes, ``seed``, ``step`` and ``outcome``."""
-    time = check_float("time", time, 0.0)
-    rows = []
-    for c, runs in grid_runs.items():
-        for r in runs:
-            steps = r.history["step"].numpy()
-            k = max(int(np.searchsorted(steps, time / c.lr + 1e-9, side="right")) - 1, 0)
-            out, _ = outcome_codes(r.history["KQ"][k:k + 1], r.history["OV"][k:k + 1], r.d)
-            rows.append({**c.as_dict(), "seed": r.spec.seed, "step": int(steps[k]), "outcome": str(out[0])})
-    return pd.DataFrame(rows)
-
-
-def attach_losses(models: pd.DataFrame, grid_runs: Mapping[Cell, Sequence[Run]], n: int, seed: int,
-                  chunk_models: int = 32) -> pd.DataFrame:
-    """``models`` with every run's test loss against debiased GD at ``eta*`` and the Bayes
-    predictor (ridge with ``sigma^2 d``) on one shared set of ``n`` test prompts per task
-    ``(d, L, sigma^2)`` (paired errors, :func:`~icl_lib.paper1.optimality.paired_losses`), ``chunk_models``
-    models at a time.  Adds ``loss``, ``loss se``, ``dGD diff`` and its ``dGD diff se`` (model minus
-    debiased GD on the same prompts), ``excess/R_dGD*`` (that difference over the closed-form
-    risk), ``R_dGD*``, ``R_Bayes`` (closed form over designs, :func:`~icl_lib.estimators.bayes_risk`)
-    and ``loss/R_Bayes``."""
-    n = check_int("n", n, 2)
-    by_task: dict[tuple, list[tuple[int, Run, Cell]]] = {}
-    k = 0
-    for c, runs in grid_runs.items():
-        for r in runs:
-            by_task.setdefault((c.d, c.L, c.sigma2), []).append((k, r, c))
-            k += 1
-    if k != len(models):
-        fail("models", f"{len(models)} rows", f"one row per run of grid_runs ({k})")
-    cols = {name: np.full(k, np.nan) for name in ("loss", "loss se", "dGD diff", "dGD diff se")}
-    risks = {}
-    for (d, L, s2), items in by_task.items():
-        data = DataConfig(d=d, L=L, sigma2=s2)
-        eta = optimal_eta_debiased(d, L, s2)
-        test_seed = derive_seed(seed, "phase-test", d, L)  # one test set per task, shared by its runs
-        for i in range(0, len(items), chunk_models):
-            part = items[i:i + chunk_models]
-            out = paired_losses(stack_models([r for _, r, _ in part]), data,
-                                {"dGD": lambda b: debiased_gd_predict(b, eta)}, n=n, seed=test_seed, chunk=1000)
-            for j, (row, _, _) in enumerate(part):
-                cols["loss"][row] = out["model"]["loss"][j]
-                cols["loss se"][row] = out["model"]["se"][j]
-                cols["dGD diff"][row] = out["dGD"]["diff"][j]
-                cols["dGD diff se"][row] = out["dGD"]["diff_se"][j]
-        r_bayes, _ = bayes_risk(d, L, s2, n=4000, seed=derive_seed(seed, "phase-bayes"))
-        risks[(d, L, s2)] = (debiased_gd_risk(eta, d, L, s2), r_bayes)
-    out = models.copy()
-    for name, v in cols.items():
-        out[name] = v
-    key = list(zip(out["d"], out["L"], out["sigma2"]))
-    out["R_dGD*"] = [risks[t][0] for t in key]
-    out["R_Bayes"] = [risks[t][1] for t in key]
-    out["excess/R_dGD*"] = out["dGD diff"] / out["R_dGD*"]
-    out["loss/R_Bayes"] = out["loss"] / out["R_Bayes"]
-    return out
-
-
-# ------------------------------------------------------------------------------------ statistics
-def censored_median_ci(times: Sequence, level: float = LEVEL) -> Estimate:
-    """The median over seeds of a time that some seeds never reach within the budget (``None`` or
-    ``inf`` or ``nan``: right-censored), with the order-statistic interval of
-    :func:`~icl_lib.stats.median_ci`: it needs only the order of the values, so a censored seed counts as later than every observed
-    one.  The median or an end of its interval is ``inf`` when it falls on censored seeds."""
-    t = np.array([math.inf if v is None else float(v) for v in times], dtype=float)
-    if t.size == 0:
-        fail("times", list(times), "a non-empty sequence of numbers or None")
-    t[np.isnan(t)] = math.inf  # None in a float column of pandas
-    finite = t[np.isfinite(t)]
-    if finite.size == t.size:
-        return median_ci(t, level)
-    a = np.sort(t)
-    n = len(a)
-    k = 0
-    while k + 1 <= n // 2 and sps.binom.cdf(k, n, 0.5) <= (1 - level) / 2:
-        k += 1
-    lo, hi = (a[k - 1], a[n - k]) if k >= 1 else (-math.inf, math.inf)
-    mid = a[(n - 1) // 2] if n % 2 else (a[n // 2 - 1] + a[n // 2]) / 2
-    return Estimate(float(mid), float(lo), float(hi), level,
-                    f"median of {n} ({n - finite.size} censored), order-statistic interval")
-
-
-def worst_cell(models: pd.DataFrame, column: str, level: float = LEVEL, what: str = "") -> Estimate:
-    """The largest ``|mean of column|`` over the cells (runs grouped by :data:`AXES`) with at least
-    two runs, from each cell's mean, standard error and ``n - 1`` degrees of freedom, by
-    :func:`~icl_lib.paper1.optimality.extreme` (``kind="absmax"``): Bonferroni-simultaneous t
-    intervals, so the interval holds the true worst cell with probability ``level``.  ``Below(t)``
-    on it passes when every cell's interval lies in ``(-t, t)`` and fails when one lies wholly
-    outside.  :data:`UNDECIDED` without such a cell."""
-    stats = models.groupby(list(AXES), sort=False)[column].agg(["mean", "std", "count"])
-    stats = stats[stats["count"] >= 2]
-    if not len(stats):
-        return UNDECIDED
-    ses = stats["std"] / np.sqrt(stats["count"])
-    return extreme(stats["mean"], ses, "absmax", df=stats["count"] - 1, level=level,
-                   what=what or f"largest |mean {column}| over {len(stats)} cells")
-
-
-def linear_slope(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -> Estimate:
-    """The least-squares slope of ``y`` on ``x`` with its Student-t interval (n - 2 degrees of
-    freedom); with fewer than 3 points or no spread in ``x`` the interval is ``(-inf, inf)``."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if x.shape != y.shape or not (np.isfinite(x).all() and np.isfinite(y).all()):
-        fail("y", f"{len(y)} values", f"as many finite values as x ({len(x)})")
-    if len(x) < 3 or np.ptp(x) == 0:
-        return Estimate(math.nan, -math.inf, math.inf, level, f"slope of {len(x)} points: undetermined")
-    fit = sps.linregress(x, y)
-    t = float(sps.t.ppf(0.5 + level / 2, len(x) - 2))
-    return Estimate(float(fit.slope), float(fit.slope - t * fit.stderr), float(fit.slope + t * fit.stderr), level,
-                    f"least-squares slope of {len(x)} points, t interval")
-
-
-def loglog_slope(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -> Estimate:
-    """:func:`linear_slope` of ``log y`` on ``log x`` (the exponent ``b`` of ``y ~ x^b``); the
-    points must be positive."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if (x <= 0).any() or (y <= 0).any():
-        fail("y", "non-positive values", "positive x and y for log axes")
-    return linear_slope(np.log(x), np.log(y), level)
-
-
-# ------------------------------------------------------------------------------------ per cell
-def _mean(x, level: float) -> Estimate:
-    """:func:`~icl_lib.stats.mean_ci` of a cell's values; with fewer than 2 an unbounded interval."""
-    x = list(x)
-    if len(x) < 2:
-        return Estimate(float(x[0]) if x else math.nan, -math.inf, math.inf, level, f"mean of {len(x)}: unbounded")
-    return mean_ci(x, level)
-
-
-def cell_table(models: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
-    """One row per cell from :func:`model_table` (and :func:`attach_losses`, if present): the
-    number of ``seeds``; for every outcome its count ``k <outcome>``, fraction and Clopper-Pearson
-    interval (``<outcome>``, an :class:`~icl_lib.stats.Estimate`); ``with dummy`` (count of runs
-    with a dummy head); ``eta/eta*-1`` (mean over the pos/neg runs, t interval; unbounded with
-    fewer than 2 such runs) and ``eta all`` (median of ``eta`` over all seeds); ``t_pattern``
-    (:func:`censored_median_ci` over all seeds); and, with losses, ``excess/R_dGD*`` (mean over
-    the pos/neg runs, t interval) and ``loss/R_Bayes`` (median over all)."""
-    rows = []
-    for key, g in models.groupby(list(AXES), sort=False):
-        row = dict(zip(AXES, key))
-        n = len(g)
-        row["seeds"] = n
-        for o in OUTCOMES:
-            k = int((g["outcome"] == o).sum())
-            row[f"k {o}"] = k
-            row[o] = proportion_ci(k, n, level)
-        row["with dummy"] = int((g["dummy heads"] > 0).sum())
-        pn = g[g["outcome"] == "pos/neg"]
-        row["pos/neg seeds"] = len(pn)
-        row["eta/eta*-1"] = _mean(pn["eta/eta*-1"], level)
-        row["eta*"] = float(g["eta*"].iloc[0])
-        row["eta all"] = float(g["eta"].median())
-        row["t_pattern"] = censored_median_ci(list(g["t_pattern"]), level)
-        if "excess/R_dGD*" in g:
-            row["excess/R_dGD*"] = _mean(pn["excess/R_dGD*"], level)
-            row["loss/R_Bayes"] = float(g["loss/R_Bayes"].median())
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def readable(table: pd.DataFrame, spec: str = ".3g") -> pd.DataFrame:
-    """A copy of ``table`` for display: every :class:`~icl_lib.stats.Estimate` as ``value [lo, hi]``."""
-    return table.apply(lambda col: col.map(lambda v: format(v, spec) if isinstance(v, Estimate) else v))
-
-
-def along(table: pd.DataFrame, centre: Mapping[str, float], axis: str, H: int | None = None) -> pd.DataFrame:
-    """The rows of a model or cell table on one line through ``centre``: ``axis`` varies, every
-    other axis of :data:`AXES` equals the centre's (``H`` overrides the centre's head count).
-    ``axis="d/L"`` is the proportional line: d and L vary with ``d / L = d0 / L0``."""
-    check_choice("axis", axis, (*AXES, "d/L"))
-    c = dict(centre, **({} if H is None else {"H": H}))
-    free = ("d", "L") if axis == "d/L" else (axis,)
-    keep = np.ones(len(table), dtype=bool)
-    for a in AXES:
-        if a not in free:
-            keep &= np.isclose(table[a].to_numpy(dtype=float), float(c[a]))
-    if axis == "d/L":
-        keep &= table["d"].to_numpy() * c["L"] == table["L"].to_numpy() * c["d"]
-    return table[keep]
-
-
-_SHORT = {"init_scale": "init", "k pos/neg": "pos/neg", "k single-sign": "trap", "k single-head": "1 head",
-          "k unformed": "unformed", "with dummy": "dummy"}  # column names of the display tables
-
-
-def outcome_table(cells: pd.DataFrame) -> pd.DataFrame:
-    """:func:`cell_table`'s counts for display: the cell's axes, seeds, and the number of seeds in
-    each outcome (``trap``: single-sign) and with a dummy head, in short column names."""
-    cols = [*AXES, "seeds", "k pos/neg", "k single-sign", "k single-head", "k unformed", "with dummy"]
-    return cells[cols].rename(columns=_SHORT)
-
-
-def rate_table(cells: pd.DataFrame) -> pd.DataFrame:
-    """:func:`cell_table`'s rates, times and losses for display (estimates as ``value [lo, hi]``):
-    ``eta*``, ``eta/eta*-1``, ``t_pattern`` and, with losses, ``excess/R_dGD*`` and ``loss/R_Bayes``."""
-    cols = [c for c in ("eta*", "eta/eta*-1", "t_pattern", "excess/R_dGD*", "loss/R_Bayes") if c in cells]
-    return readable(cells[list(AXES) + cols].rename(columns=_SHORT))
-
-
-def trap_vs_heads(cells: pd.DataFrame, centre: Mapping[str, float], trap_heads: int = 2,
-                  level: float = LEVEL) -> Estimate:
-    """The fraction of ``trap_heads``-head seeds in the single-sign trap minus that of the seeds with
-    more heads (pooled), on the head axis at the centre (:func:`~icl_lib.stats.fraction_diff`); :data:`UNDECIDED`
-    when the grid lacks one of the two."""
-    axis = along(cells, centre, "H")
-    two, more = axis[axis["H"] == trap_heads], axis[axis["H"] > trap_heads]
-    if not (len(two) and len(more)):
-        return UNDECIDED
-    return fraction_diff(int(two["k single-sign"].sum()), int(two["seeds"].sum()),
-                         int(more["k single-sign"].sum()), int(more["seeds"].sum()), level)
-
-
-def trap_vs_lr(cells: pd.DataFrame, centre: Mapping[str, float], trap_heads: int = 2,
-               level: float = LEVEL) -> Estimate:
-    """The trap fraction of ``trap_heads``-head seeds at the largest learning rate of the grid minus
-    that at the smallest (the other axes at the centre; :func:`~icl_lib.stats.fraction_diff`); :data:`UNDECIDED`
-    with fewer than two rates."""
-    line = along(cells, dict(centre, H=trap_heads), "lr").sort_values("lr")
-    if len(line) < 2:
-        return UNDECIDED
-    hi, lo = line.iloc[-1], line.iloc[0]
-    return fraction_diff(int(hi["k single-sign"]), int(hi["seeds"]), int(lo["k single-sign"]), int(lo["seeds"]),
-                         level)
-
-
-def time_panels(models: pd.DataFrame, centre: Mapping[str, float], trap_heads: int = 2) -> dict[str, pd.DataFrame]:
-    """The lines of the grid along which the time to the pattern is fitted, ``trap_heads`` heads and
-    the other axes at the centre: ``"lr"`` (the learning rates), and ``"L (d = x)"`` for every
-    dimension x of the grid with at least two context lengths.  ``{title: runs}``, for
-    :func:`time_scaling` and :func:`~icl_lib.figures.time_to_pattern`."""
-    c = dict(centre, H=trap_heads)
-    panels = {"lr": along(models, c, "lr")}
-    rest = models[(models["H"] == trap_heads)]
-    for a in ("sigma2", "lr", "init_scale"):
-        rest = rest[np.isclose(rest[a].to_numpy(dtype=float), float(c[a]))]
-    for d, g in rest.groupby("d"):
-        if g["L"].nunique() >= 2:
-            panels[f"L (d = {d})"] = g
-    return panels
-
-
-def time_scaling(models: pd.DataFrame, axis: str, level: float = LEVEL) -> dict:
-    """The power law ``t_pattern ~ x^b`` along ``axis`` (a column of ``models``) fitted by least
-    squares on log axes to the runs that reached the pattern (a time of 0 counts as 1), with
-    :func:`loglog_slope`'s interval for ``b``.  Returns ``slope`` (an Estimate), ``intercept``
-    (of ``log t``; nan when undetermined), ``reached`` and ``censored`` (runs that did not reach
-    the pattern: left out of the fit, so a slope over them is a statement about those that did)."""
-    t = models["t_pattern"].astype(float)
-    ok = t.notna().to_numpy()
-    x = models[axis].to_numpy(dtype=float)[ok]
-    y = np.maximum(t.to_numpy()[ok], 1.0)
-    slope = loglog_slope(x, y, level) if len(x) else Estimate(math.nan, -math.inf, math.inf, level, "no run")
-    intercept = (float(np.mean(np.log(y)) - slope.value * np.mean(np.log(x))) if math.isfinite(slope.value)
-                 else math.nan)
-    return {"slope": slope, "intercept": intercept, "reached": int(ok.sum()), "censored": int((~ok).sum())}
 
 
 # ------------------------------------------------------------------------------------ projection

@@ -12,13 +12,13 @@ seeds per pattern), :func:`scale_comparison` (single head against multi-head sca
 :func:`pos_neg_history` (the positive/negative pattern along training).
 
 Chapter 2's intervals (:class:`~icl_lib.stats.Estimate`): :func:`median_by_H` (a column's median
-over seeds per head count), :func:`median_of` (the median of per-seed estimates, each with its own
-test-set interval), :func:`ratio` and :func:`spread` (of medians measured on independent seeds);
-:data:`NO_SEEDS` stands for a median without any seed to measure (every rule is then
-INCONCLUSIVE).  On one shared set of test prompts (:func:`prompt_set`), :func:`prompt_statistics`
-gives every model's test loss, its paired excess over the optimal debiased GD step, and its
-:func:`debiasing_fraction`: how much of debiased GD's centring term the model implements (1 for
-debiased GD, 0 for vanilla GD), the statistic that tells the two predictors apart.
+over seeds per head count; the chapter combines such medians with :func:`~icl_lib.stats.median_of`,
+:func:`~icl_lib.stats.ratio` and :func:`~icl_lib.stats.spread`); :data:`NO_SEEDS` stands for a
+median without any seed to measure (every rule is then INCONCLUSIVE).  On one shared set of test
+prompts (:func:`prompt_set`), :func:`prompt_statistics` gives every model's test loss, its paired
+excess over the optimal debiased GD step, and its :func:`debiasing_fraction`: how much of debiased
+GD's centring term the model implements (1 for debiased GD, 0 for vanilla GD), the statistic that
+tells the two predictors apart.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from ..data import sample_chunks
 from ..engine import Run, train
 from ..estimators import paired_ratio
 from ..stats import LEVEL, Estimate, median_ci
-from ..validate import check_float, check_int, fail
+from ..validate import check_int, fail
 
 __all__ = [
     "as_heads",
@@ -53,10 +53,7 @@ __all__ = [
     "scale_comparison",
     "pos_neg_history",
     "median_by_H",
-    "median_of",
-    "ratio",
     "NO_SEEDS",
-    "spread",
     "PromptSet",
     "prompt_set",
     "debiasing_fraction",
@@ -221,16 +218,6 @@ def pos_neg_history(sweep: dict[int, list[Run]]) -> tuple[np.ndarray, dict, dict
 NO_SEEDS = Estimate(math.nan, -math.inf, math.inf, what="no seed to measure")
 
 
-def _rank(n: int, level: float) -> int:
-    """The ``k`` of :func:`~icl_lib.stats.median_ci` for ``n`` values: the largest ``k <= n // 2``
-    with ``P(Bin(n, 1/2) <= k - 1) <= (1 - level) / 2``, so that ``[x_(k), x_(n+1-k)]`` covers the
-    median with probability at least ``level`` (0: no such interval)."""
-    k = 0
-    while k + 1 <= n // 2 and sps.binom.cdf(k, n, 0.5) <= (1 - level) / 2:
-        k += 1
-    return k
-
-
 def median_by_H(models: "pandas.DataFrame", column: str, pattern: str | None = None) -> dict[int, Estimate]:  # noqa: F821
     """``{H: median over the seeds of H of models[column]}`` with the order-statistic interval of
     :func:`~icl_lib.stats.median_ci`, over the rows of :func:`model_table` whose ``pattern`` is
@@ -242,65 +229,6 @@ def median_by_H(models: "pandas.DataFrame", column: str, pattern: str | None = N
         if len(rows):
             out[int(H)] = median_ci(rows[column].to_numpy(float))
     return out
-
-
-def median_of(estimates: Sequence[Estimate], level: float = LEVEL) -> Estimate:
-    """The median over seeds of per-seed estimates (e.g. each model's paired excess risk on the
-    shared test set): the median of their values, with the order-statistic interval of
-    :func:`~icl_lib.stats.median_ci` taken over their interval ends, ``[k-th smallest lo, k-th
-    largest hi]``: it covers the seeds' median when both the order statistics and every seed's
-    own interval do (seed-to-seed and test-set error together).  ``(-inf, inf)`` with fewer than 6
-    seeds at 95 %.  Chapter 2."""
-    estimates = list(estimates)
-    if not estimates:
-        fail("estimates", estimates, "a non-empty sequence of Estimates")
-    level = check_float("level", level, 0.0, 1.0, True, True)
-    n = len(estimates)
-    k = _rank(n, level)
-    lows = sorted(e.lo for e in estimates)
-    highs = sorted(e.hi for e in estimates)
-    lo, hi = (lows[k - 1], highs[n - k]) if k >= 1 else (-math.inf, math.inf)
-    value = float(np.median([e.value for e in estimates]))
-    return Estimate(value, float(lo), float(hi), level, f"median of {n} seeds, order-statistic interval of "
-                    "the seeds' own intervals")
-
-
-def _positive(name: str, e: Estimate) -> None:
-    if not e.value > 0:
-        fail(name, e.value, "an Estimate of a positive quantity")
-
-
-def ratio(a: Estimate, b: Estimate) -> Estimate:
-    """``a / b`` for two positive quantities measured on independent seeds (e.g. two medians),
-    with the interval ``[max(a.lo, 0) / b.hi, a.hi / b.lo]`` (``inf`` where ``b.lo <= 0``): it holds
-    whenever both intervals do, so its level is at least ``1 - (1 - a.level) - (1 - b.level)``
-    (Bonferroni).  Chapter 2."""
-    _positive("a", a)
-    _positive("b", b)
-    lo = max(a.lo, 0.0) / b.hi if b.hi > 0 else 0.0
-    hi = a.hi / b.lo if b.lo > 0 else math.inf
-    level = 1 - (1 - a.level) - (1 - b.level)
-    return Estimate(a.value / b.value, float(lo), float(hi), level, "ratio of independent estimates, "
-                    "Bonferroni interval")
-
-
-def spread(estimates: Sequence[Estimate]) -> Estimate:
-    """``max / min - 1`` of positive quantities measured on independent seeds (e.g. the median
-    loss of every head count): its interval holds whenever all of theirs do,
-    ``[max(0, max lo / min hi - 1), max hi / min lo - 1]``, at level at least ``1 - sum(1 - level)``
-    (Bonferroni).  Chapter 2."""
-    estimates = list(estimates)
-    if len(estimates) < 2:
-        fail("estimates", f"{len(estimates)} Estimates", "at least 2")
-    for e in estimates:
-        _positive("estimates", e)
-    values = [e.value for e in estimates]
-    min_lo = min(e.lo for e in estimates)
-    lo = max(0.0, max(e.lo for e in estimates) / min(e.hi for e in estimates) - 1)
-    hi = max(e.hi for e in estimates) / min_lo - 1 if min_lo > 0 else math.inf
-    level = 1 - sum(1 - e.level for e in estimates)
-    return Estimate(max(values) / min(values) - 1, float(lo), float(hi), level,
-                    f"max/min - 1 of {len(estimates)} independent estimates, Bonferroni interval")
 
 
 @dataclass

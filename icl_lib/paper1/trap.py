@@ -38,15 +38,15 @@ from ..config import DataConfig, RunSpec, TrainConfig
 from ..engine.profiles import train_config
 from ..engine.run import Run
 from ..engine.store import RunStore
-from ..stats import LEVEL, Estimate, proportion_ci
+from ..stats import LEVEL, Estimate, fraction_diff, proportion_ci
 from ..validate import check_choice, check_float_list, check_int, check_int_list, fail
-from .phase import Cell, fraction_diff, grid_specs, outcome_codes, train_grid
+from .phase import Cell, grid_specs, train_grid
+from .phase_outcomes import outcome_codes
 from .sweeps import heads_sweep_specs
 
 __all__ = ["TrapSweep", "STEPS", "SWEEP", "FIRST_SEED", "trap_sweep", "trap_specs", "horizon_config", "run_outcome",
-           "outcome_table", "select", "pattern_rate", "rate_table", "trap_given", "rank_auc", "seeds_to_decide",
-           "diff_seeds_to_decide", "settled_steps", "stored_long_runs", "summary", "seeds_for_interval",
-           "anchor_outcomes"]
+           "outcome_table", "select", "pattern_rate", "rate_table", "trap_given", "rank_auc", "settled_steps",
+           "stored_long_runs", "summary", "anchor_outcomes"]
 
 STEPS = {"quick": 6_000, "paper": 20_000}  # the horizon: Adam steps of every run of the sweep
 FIRST_SEED = 1000  # the sweep's first seed: fresh (the other chapters use seeds below 100)
@@ -141,7 +141,7 @@ def trap_specs(sweep: TrapSweep, profile: str, seed: int = FIRST_SEED, steps: in
 # ------------------------------------------------------------------------------------ the runs' outcomes
 def run_outcome(run: Run) -> dict:
     """One run's row: its seed, whether it ends in the positive/negative pattern (``pattern``: the
-    outcome ``pos/neg`` of :func:`~icl_lib.paper1.phase.outcome_codes`, chapter 2's rules; anything
+    outcome ``pos/neg`` of :func:`~icl_lib.paper1.phase_outcomes.outcome_codes`, chapter 2's rules; anything
     else -- single-sign, or circuits not of the form (3.1) -- is the trap), its raw outcome, the step
     from which that binary outcome no longer changes (``settled``), the outcome at half the horizon
     (``pattern at half``), the final validation loss, and the initialisation's predictors: whether
@@ -198,7 +198,7 @@ def rate_table(models: pd.DataFrame) -> pd.DataFrame:
 
 def trap_given(models: pd.DataFrame, column: str) -> Estimate:
     """``P(trap | column) - P(trap | not column)`` over ``models`` (a boolean predictor column read
-    from the initialisation), with :func:`~icl_lib.paper1.phase.fraction_diff`'s interval."""
+    from the initialisation), with :func:`~icl_lib.stats.fraction_diff`'s interval."""
     yes, no = models[models[column]], models[~models[column]]
     if not len(yes) or not len(no):
         return Estimate(math.nan, -math.inf, math.inf, LEVEL, f"no seed with {column} {'false' if len(yes) else 'true'}")
@@ -212,61 +212,6 @@ def rank_auc(score: Sequence[float], label: Sequence[bool]) -> float:
     if y.all() or not y.any():
         return math.nan
     return float(sps.mannwhitneyu(s[y], s[~y]).statistic / (y.sum() * (~y).sum()))
-
-
-def _cp(x: float, n: float, level: float) -> tuple[float, float]:
-    """Clopper-Pearson bounds of ``x`` successes in ``n`` (``x`` may be fractional: a fraction kept
-    exactly while ``n`` grows), from the beta quantiles."""
-    a = (1 - level) / 2
-    lo = 0.0 if x <= 0 else float(sps.beta.ppf(a, x, n - x + 1))
-    hi = 1.0 if x >= n else float(sps.beta.ppf(1 - a, x + 1, n - x))
-    return lo, hi
-
-
-def seeds_to_decide(k: int, n: int, threshold: float, level: float = LEVEL, most: int = 100_000) -> int | None:
-    """The smallest number of seeds ``N >= n`` at which the fraction ``k / n``, kept as it is, would
-    have an exact interval on one side of ``threshold``: what would decide a claim ``fraction >=
-    threshold`` that this build leaves INCONCLUSIVE; ``None`` when the fraction equals it or no
-    ``N`` up to ``most`` does."""
-    p = check_int("k", k, 0, check_int("n", n, 1)) / n
-    if abs(p - threshold) < 1e-12:
-        return None
-    N = n
-    while N <= most:
-        lo, hi = _cp(p * N, N, level)
-        if lo > threshold or hi < threshold:
-            return N
-        N = max(N + 1, int(N * 1.02))
-    return None
-
-
-def diff_seeds_to_decide(k1: int, n1: int, k2: int, n2: int, threshold: float = 0.0, level: float = LEVEL,
-                         most: int = 100_000) -> int | None:
-    """The number of seeds of the first group at which :func:`fraction_diff`'s interval of the
-    difference ``k1/n1 - k2/n2`` (fractions kept, both groups grown in proportion) would lie on one
-    side of ``threshold``; ``None`` when the difference equals it or nothing up to ``most`` does."""
-    p1, p2 = k1 / n1, k2 / n2
-    if abs(p1 - p2 - threshold) < 1e-12:
-        return None
-    each = (1 + level) / 2
-    m = 1.0
-    while n1 * m <= most:
-        (lo1, hi1), (lo2, hi2) = _cp(p1 * n1 * m, n1 * m, each), _cp(p2 * n2 * m, n2 * m, each)
-        if lo1 - hi2 > threshold or hi1 - lo2 < threshold:
-            return int(math.ceil(n1 * m))
-        m *= 1.02
-    return None
-
-
-def seeds_for_interval(e: Estimate, threshold: float, n: int) -> int | None:
-    """For a mean-like estimate over ``n`` seeds whose interval straddles ``threshold``: the seeds
-    at which an interval of the same centre, shrinking as ``1 / sqrt(n)``, would exclude it (a
-    rough guide for t intervals and slopes; ``None`` when the value sits on the threshold)."""
-    gap = abs(e.value - threshold)
-    half = (e.hi - e.lo) / 2
-    if not math.isfinite(half) or gap < 1e-12:
-        return None
-    return max(n, int(math.ceil(n * (half / gap) ** 2)))
 
 
 def settled_steps(runs: Sequence[Run]) -> pd.DataFrame:

@@ -10,7 +10,7 @@ grows KQ scales of one sign.  This module runs the population dynamics from each
 initial ``(omega_h, mu_h)`` and asks how often they predict that seed's outcome:
 
 * :func:`approx_adam` -- Adam (the training's optimiser, rate and steps) on (4.1), batched over
-  starts; :func:`~icl_lib.paper1.dynamics.approx_gd` is gradient descent on it;
+  starts; :func:`~icl_lib.paper1.dynamics.approx_descent.approx_gd` is gradient descent on it;
 * :func:`restricted_adam` -- Adam on the *true* loss of models of the form (3.1), by Monte Carlo
   (fresh prompts every step, as in training), from the same starts;
 * :func:`end_pattern` -- whether an end point has live heads of both signs (chapter 2's rule);

@@ -30,22 +30,14 @@ import torch
 
 from ..engine.profiles import profile_settings
 from ..seeding import derive_seed, generator
+from ..stats import ratio_ci
 from ..validate import check_float, check_float_list, check_int, check_int_list
 from .algorithms import METHODS, P2Run, RunConfig, run, spectral_init
-from .analysis import (
-    balance,
-    geometric_rate,
-    gradient_bias,
-    hessian_P,
-    manifold_distance,
-    manifold_point,
-    mc_loss,
-    one_point_ratios,
-    p_norm,
-    ratio_ci,
-)
 from .data import P2Config, Problem, make_problem, sample
+from .fits import geometric_rate
 from .loss import excess_loss
+from .manifold import balance, hessian_P, manifold_distance, manifold_point, one_point_ratios, p_norm
+from .monte_carlo import gradient_bias, mc_loss
 
 __all__ = [
     "Ch8Settings",
@@ -283,7 +275,7 @@ def floor_vs_n(problem: Problem, ns, run_cfg: RunConfig, method: str = "alg1", s
 # ------------------------------------------------------------------------------ chapter 8's checks
 def factor_balance(problem: Problem, runs: dict[str, P2Run], methods) -> dict[str, tuple[float, float, float]]:
     """``{method: (||A~^T A~ - B~^T B~||_F, ||A~||_F, ||B~||_F)}`` of each run's last iterate on the
-    first problem (:func:`~icl_lib.paper2.analysis.balance`): does the method keep the factors
+    first problem (:func:`~icl_lib.paper2.manifold.balance`): does the method keep the factors
     balanced (paper 2, Section 4's regulariser)?  Chapter 8."""
     return {m: tuple(t[0].item() for t in balance(problem.member(0), runs[m].A[:1], runs[m].B[:1]))
             for m in methods}
@@ -318,9 +310,9 @@ def one_point_scan(problem: Problem, distances, n_random: int, seed: int = 0, nu
     Theorem 1(iii)), along directions at several distances, on the first problem (chapter 8).
 
     The directions are ``n_random`` Gaussian ones and the eigen-directions of the P-geometry Hessian
-    of ``Q`` at ``theta* = theta(I)`` across ``S`` (:func:`~icl_lib.paper2.analysis.hessian_P`), each of
+    of ``Q`` at ``theta* = theta(I)`` across ``S`` (:func:`~icl_lib.paper2.manifold.hessian_P`), each of
     unit P-norm; the points are ``theta* + r ||theta*||_P u``.  At each point
-    :func:`~icl_lib.paper2.analysis.one_point_ratios` projects onto ``S`` and measures ``a`` and ``b``.
+    :func:`~icl_lib.paper2.manifold.one_point_ratios` projects onto ``S`` and measures ``a`` and ``b``.
     The local constants are ``alpha`` (smallest Hessian eigenvalue across ``S``) and ``beta``
     (largest, squared); ``null_Q``/``null_L`` count the Hessian eigenvalues below ``null_tol``
     times the largest with and without the regulariser (``dim S = d(d-1)/2``; ``L`` alone is flat
@@ -368,7 +360,7 @@ def spectral_start_distances(problem: Problem, n: int, N: int, seed: int = 0) ->
 
 def bias_vs_n(problem: Problem, points: dict, ns, tokens: int, seed: int = 0) -> dict:
     """Theorem 3's squared gradient bias ``||E[grad Q_hat] - grad Q||_F^2`` against ``n`` at fixed
-    parameters (chapter 8): :func:`~icl_lib.paper2.analysis.gradient_bias` with
+    parameters (chapter 8): :func:`~icl_lib.paper2.monte_carlo.gradient_bias` with
     ``K = max(256, tokens // n)`` sequences per length.  ``points`` maps a label to ``(A, B)``.
     Returns ``{label: {"n", "b2", "se", "noise"}}``, tensors ``(len(ns), R)``."""
     out = {}

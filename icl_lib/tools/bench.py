@@ -229,6 +229,7 @@ def _fused_normals_rate(tr: EnsembleTrainer, seconds: float) -> float:
     """Model-steps/s of the fused step's random numbers alone on one core: every work item of one
     model's batch drawn as its kernel draws it (Philox-seeded xoshiro128++ lanes, Box-Muller)."""
     from ..engine import fused_kernels as K
+    from ..engine.fused_random import normals
 
     prog = tr.stepper.program
     rows = prog.model.D * (prog.L + 1) + prog.N * prog.d
@@ -236,7 +237,7 @@ def _fused_normals_rate(tr: EnsembleTrainer, seconds: float) -> float:
 
     def one_model_step():
         for c in range(prog.n_chunks):
-            K.normals(keys[0], keys[1], 0, c, rows)
+            normals(keys[0], keys[1], 0, c, rows)
 
     return _rate(one_model_step, seconds, lambda: None)
 

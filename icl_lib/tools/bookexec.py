@@ -64,7 +64,8 @@ def _warn_paper_training(profiles: dict[str, str | None]) -> None:
     """Say before any work when the chapters executed in the paper profile will train runs that
     neither the run cache nor the run store holds (500,000 steps each: hours on a CPU)."""
     from ..engine.profiles import resolve_profile
-    from .plan import book_plan, missing_runs
+    from .plan import book_plan
+    from .plan_cost import missing_runs
 
     paper = [p for p, v in profiles.items() if (v or resolve_profile("auto")) == "paper"]
     if not paper:

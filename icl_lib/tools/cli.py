@@ -98,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _store(args) -> int:
     from . import plan as book
+    from .plan_training import EARLY_STEP, store_plan, store_summary
 
     plan = book.select_chapters(book.book_plan(args.profile), args.chapters)
     store = book.RunStore()
@@ -107,19 +108,19 @@ def _store(args) -> int:
               f"{' (complete)' if st['complete'] else ''}; {len(st['stale'])} stale entries (other model code)")
         # the profile CI's published book builds each chapter in (ICL_BOOK_PROFILE=stored)
         published = book.published_profiles(list(plan), store=store) if args.profile == "paper" else {}
-        for chapter, text in book.store_summary(plan, store).items():
+        for chapter, text in store_summary(plan, store).items():
             print(f"  {chapter:24s} {text}" + (f"; published in {published[chapter]}" if published else ""))
         _print_checkpoints(store, args.device, args.backend)
         return 0
-    early = check_int("early_step", args.early_step if args.early_step is not None else book.EARLY_STEP, 1)
+    early = check_int("early_step", args.early_step if args.early_step is not None else EARLY_STEP, 1)
     max_ensemble = check_int("max_ensemble", args.max_ensemble, 1)
     every = check_float("checkpoint_every", args.checkpoint_every, 0.0, 86_400.0, lo_open=True)
     processes = check_int("processes", args.processes if args.processes is not None else torch.get_num_threads(), 1, 256)
     command = "python -m icl_lib " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     try:
-        st = book.store_plan(plan, early, args.device, store, command, progress=not args.no_progress,
-                             max_ensemble=max_ensemble, checkpoint_every=every, processes=processes,
-                             backend=args.backend)
+        st = store_plan(plan, early, args.device, store, command, progress=not args.no_progress,
+                        max_ensemble=max_ensemble, checkpoint_every=every, processes=processes,
+                        backend=args.backend)
     except KeyboardInterrupt:
         print(f"python -m icl_lib store export: interrupted: the finished ensembles are in the store, those in "
               f"training saved a checkpoint in {store.checkpoint_dir}; run the same command again to resume",
@@ -147,18 +148,20 @@ def _print_checkpoints(store, device: str, backend: str = "auto") -> None:
 
 def _plan(args) -> int:
     from . import plan as book  # the plan reads the chapters: only for these commands
+    from .plan_cost import describe
+    from .plan_training import train_plan
 
     plan = book.select_chapters(book.book_plan(args.profile, args.book or book.BOOK), args.chapters)
     if args.command == "plan":
-        print(book.describe(plan, args.device, measure=args.measure and not args.no_measure, backend=args.backend))
+        print(describe(plan, args.device, measure=args.measure and not args.no_measure, backend=args.backend))
         return 0
     every = check_float("checkpoint_every", args.checkpoint_every, 0.0, 86_400.0, lo_open=True)
-    print(book.describe(plan, args.device, measure=False, backend=args.backend))
+    print(describe(plan, args.device, measure=False, backend=args.backend))
     t0 = time.perf_counter()
     try:
         check_choice("executor", args.executor, ("local", "dask"))
-        book.train_plan(plan, args.device, progress=not args.no_progress, checkpoint_every=every,
-                        executor=args.executor, scheduler=args.scheduler, workers=args.workers, backend=args.backend)
+        train_plan(plan, args.device, progress=not args.no_progress, checkpoint_every=every,
+                   executor=args.executor, scheduler=args.scheduler, workers=args.workers, backend=args.backend)
     except KeyboardInterrupt:
         print("python -m icl_lib train-plan: interrupted: every ensemble in training saved a checkpoint in the run "
               "cache; run the same command again to resume", file=sys.stderr)

@@ -58,7 +58,7 @@ class Recorded:
 
 
 # Chapter 8 (paper 2): its experiments (icl_lib.paper2), the statistics and rules of its claims
-# (stats, claims), the seeds (seeding), the parameter checks (validate) and the figures it draws
+# (stats/, claims), the seeds (seeding), the parameter checks (validate) and the figures it draws
 # (figures.curves, figures.style: the book serves the recorded notebook's figures).  The other
 # modules it imports pick the device or draw no figure of this chapter.  A test checks that these
 # cover every icl_lib module that paper2 and those figures import (engine.profiles is covered by
@@ -66,8 +66,10 @@ class Recorded:
 RECORDED: dict[str, Recorded] = {
     "08_preconditioned_convergence": Recorded(
         profile="paper",
-        modules=("paper2/__init__.py", "paper2/algorithms.py", "paper2/analysis.py", "paper2/data.py",
-                 "paper2/experiments.py", "paper2/loss.py", "stats.py", "claims.py", "seeding.py", "validate.py",
+        modules=("paper2/__init__.py", "paper2/algorithms.py", "paper2/data.py", "paper2/experiment_fits.py",
+                 "paper2/experiments.py", "paper2/fits.py", "paper2/loss.py", "paper2/manifold.py",
+                 "paper2/monte_carlo.py", "stats/__init__.py", "stats/combine.py", "stats/decide.py",
+                 "stats/estimate.py", "stats/intervals.py", "claims.py", "seeding.py", "validate.py",
                  "figures/curves.py", "figures/style.py"),
         settings=("paper2.ch8",),
         notebook=True,

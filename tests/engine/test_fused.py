@@ -9,7 +9,7 @@ import torch
 from scipy import stats
 
 from icl_lib import DataConfig, EnsembleTrainer, ModelConfig, RunSpec, TrainConfig, train
-from icl_lib.engine import fused_kernels as K
+from icl_lib.engine.fused_random import CH, normals, philox4x32
 from icl_lib.engine.execution import Execution
 from icl_lib.engine.fused import FusedProgram
 from icl_lib.engine.run import empty_model
@@ -46,7 +46,7 @@ def _grad_gaps(specs, dtype, step=3):
 @pytest.mark.parametrize("kind", KINDS)
 def test_fused_loss_and_gradients_equal_autograd(kind, dtype):
     # mixed head counts in one ensemble, and a batch that is not a multiple of the work item
-    tc = TrainConfig(steps=10, batch=K.CH + 7, dtype=str(dtype).removeprefix("torch."))
+    tc = TrainConfig(steps=10, batch=CH + 7, dtype=str(dtype).removeprefix("torch."))
     specs = [RunSpec(DataConfig(d=3, L=7, sigma2=0.1), ModelConfig(heads=h, attention=kind), tc, seed=s)
              for h, s in ((1, 0), (3, 1), (2, 2))]
     loss_gap, gaps = _grad_gaps(specs, dtype)
@@ -71,24 +71,24 @@ def test_philox_known_answers():
              ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
               (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1))]
     for ctr, key, out in cases:
-        assert tuple(int(v) for v in K.philox4x32(*ctr, *key)) == out
+        assert tuple(int(v) for v in philox4x32(*ctr, *key)) == out
 
 
 def test_fused_normals_are_standard_normal_and_reproducible():
-    z = np.concatenate([K.normals(11, 22, step, item, 2000).ravel() for step in range(4) for item in range(4)])
+    z = np.concatenate([normals(11, 22, step, item, 2000).ravel() for step in range(4) for item in range(4)])
     n = z.size  # 512,000
     assert abs(z.mean()) < 5 / n**0.5
     assert abs(z.var() - 1) < 5 * (2 / n) ** 0.5
     assert abs(stats.skew(z)) < 5 * (6 / n) ** 0.5
     assert abs(stats.kurtosis(z)) < 5 * (24 / n) ** 0.5
     assert stats.kstest(z, "norm").pvalue > 1e-3
-    assert np.array_equal(K.normals(11, 22, 3, 2, 100), K.normals(11, 22, 3, 2, 100))
+    assert np.array_equal(normals(11, 22, 3, 2, 100), normals(11, 22, 3, 2, 100))
 
 
 def test_fused_normals_are_independent_across_models_steps_items_and_lanes():
-    base = K.normals(1, 2, 5, 0, 4000)  # (4000, CH): lanes are the columns
-    others = {"model": K.normals(3, 2, 5, 0, 4000), "step": K.normals(1, 2, 6, 0, 4000),
-              "item": K.normals(1, 2, 5, 1, 4000), "lane": np.roll(base, 1, axis=1),
+    base = normals(1, 2, 5, 0, 4000)  # (4000, CH): lanes are the columns
+    others = {"model": normals(3, 2, 5, 0, 4000), "step": normals(1, 2, 6, 0, 4000),
+              "item": normals(1, 2, 5, 1, 4000), "lane": np.roll(base, 1, axis=1),
               "next number": np.roll(base, 1, axis=0)}
     bound = 5 / base.size**0.5  # correlation of independent normals: about N(0, 1/n)
     for what, z in others.items():
@@ -103,7 +103,7 @@ def test_fused_batches_follow_the_task():
     """The data of a fused batch: y = beta^T x + noise with beta on the task's support, x ~ N(0, Sigma)."""
     cov = [[1.0, 0.6, 0.0], [0.6, 2.0, 0.3], [0.0, 0.3, 0.5]]
     spec = RunSpec(DataConfig(d=3, L=20, sigma2=0.25, covariance=cov, supports=[[0, 2], [1]]), ModelConfig(heads=1),
-                   TrainConfig(steps=1, batch=K.CH * 40, dtype="float64"), seed=3)
+                   TrainConfig(steps=1, batch=CH * 40, dtype="float64"), seed=3)
     b = _program([spec], torch.float64).batch(0).member(0)
     x = b.x.reshape(-1, 3)
     assert torch.allclose(torch.cov(x.T), torch.tensor(cov, dtype=torch.float64), atol=0.05)
@@ -212,7 +212,7 @@ def test_store_export_with_the_fused_backend_stores_runs_that_verify(tmp_path, m
     early checkpoints retrain here (with that backend) to within the CPU tolerance, and a build
     finds them by spec whatever its own backend."""
     from icl_lib.engine.store import CPU_TOLERANCE, RunStore
-    from icl_lib.tools.plan import store_plan
+    from icl_lib.tools.plan_training import store_plan
 
     monkeypatch.setenv("ICL_STORE_DIR", str(tmp_path / "store"))
     plan = {"ch": _small([0, 1], steps=50, heads=(1, 2))}

@@ -164,7 +164,7 @@ def test_small_ensembles_train_side_by_side_with_the_same_numbers():
 
 
 def test_schedule_puts_dominant_ensembles_alone():
-    from icl_lib.engine.schedule import schedule as _schedule
+    from icl_lib.engine.training import schedule as _schedule
 
     big = [spec(s) for s in range(6)]
     small = [RunSpec(data=DataConfig(d=3, L=6), model=ModelConfig(heads=2), train=TINY, seed=s) for s in range(2)]

@@ -36,10 +36,12 @@ from icl_lib.figures import (  # noqa: E402
     valley_figure,
 )
 from icl_lib.paper1.approx_loss import ApproxLossConfig  # noqa: E402
-from icl_lib.paper1.dynamics import detect_stages, reparam_circuits  # noqa: E402
-from icl_lib.paper1.multitask import effective_gamma, reference_risks  # noqa: E402
+from icl_lib.paper1.dynamics.landscape import reparam_circuits
+from icl_lib.paper1.dynamics.stage_detection import detect_stages
+from icl_lib.paper1.multitask.head_modes import effective_gamma
+from icl_lib.paper1.multitask.references import reference_risks
 from icl_lib.paper1.ode import FlowConfig, gradient_flow  # noqa: E402
-from icl_lib.paper2.analysis import Fit  # noqa: E402
+from icl_lib.paper2.fits import Fit
 
 MT_DATA = DataConfig(d=6, L=40, sigma2=0.1, supports=[[0, 1, 2, 3], [2, 3, 4, 5]])
 

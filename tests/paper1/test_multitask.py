@@ -12,36 +12,38 @@ from icl_lib.circuits import mu_matrix
 from icl_lib.estimators import debiased_gd_risk, model_risk
 from icl_lib.config import ModelConfig, RunSpec
 from icl_lib.engine import Run
-from icl_lib.paper1.multitask import (
-    bayes_task_risk,
-    check_supports,
+from icl_lib.paper1.multitask.head_modes import (
     classify_mode,
-    max_bayes_draws,
-    max_test_prompts,
-    coordinate_groups,
-    debiased_gd_diag_risk,
     effective_gamma,
     expected_mode,
+    gamma_off_estimates,
     global_pattern,
+    global_pattern_estimates,
     global_pattern_table,
+    mode_estimates,
     mode_history_fractions,
-    optimal_gamma_shared,
     paper_mode_fractions,
     paper_mode_table,
     pattern_table,
     per_model_table,
+    shared_ratio_estimates,
+    shown_seeds,
+)
+from icl_lib.paper1.multitask.references import (
+    bayes_task_risk,
+    check_supports,
+    coordinate_groups,
+    debiased_gd_diag_risk,
+    loss_gap_estimates,
+    max_bayes_draws,
+    max_test_prompts,
+    optimal_gamma_shared,
     predicted_shared_ratio,
     reference_risks,
     shared_and_single,
-    shown_seeds,
     support_gamma,
     task_batch,
     task_loss_table,
-    loss_gap_estimates,
-    mode_estimates,
-    global_pattern_estimates,
-    shared_ratio_estimates,
-    gamma_off_estimates,
 )
 from icl_lib.stats import median_ci, proportion_ci
 
@@ -337,7 +339,7 @@ def test_check_supports_names_the_bad_entry():
 
 
 def test_monte_carlo_caps_bound_the_work():
-    from icl_lib.paper1.multitask import BAYES_WORK, TEST_WORK
+    from icl_lib.paper1.multitask.references import BAYES_WORK, TEST_WORK
 
     # the defaults (L = 40, supports of 4 + 4, heads 1..4 x 6 seeds, D = 8) are far below the caps
     assert max_bayes_draws(40, [[0, 1, 2, 3], [2, 3, 4, 5]]) == BAYES_WORK // (40 * 8) > 1_000_000
@@ -479,7 +481,7 @@ def test_task_loss_table_paired_columns_against_a_direct_computation():
 def test_task_loss_table_prefers_shared_is_plus_one_on_the_reference_itself():
     """A model that is (to first order) the shared-weighted debiased GD prefers it: +1 up to the
     softmax's linearisation error; the all-coordinate one gives about -1."""
-    from icl_lib.paper1.multitask import classify_mode as cm
+    from icl_lib.paper1.multitask.head_modes import classify_mode as cm
     L, s = DATA.L, 1e-3  # omega = s gamma, mu = +-1/s: Gamma_n = gamma up to O(s)
     out = {}
     for name, g in (("shared", optimal_gamma_shared(DATA)), ("all", support_gamma(DATA, 0, "all"))):
@@ -494,7 +496,7 @@ def test_task_loss_table_prefers_shared_is_plus_one_on_the_reference_itself():
 
 def test_chapter7_estimates_are_the_stats_intervals_of_the_tables():
     import pandas as pd
-    from icl_lib.paper1.anisotropic import largest, seed_median_ci
+    from icl_lib.stats import largest, seed_median_ci
 
     sweep, modes = _sweep()
     frac = mode_estimates(modes, 2)

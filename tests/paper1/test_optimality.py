@@ -9,9 +9,78 @@ import torch
 
 from icl_lib import AttentionEnsemble, DataConfig, sample_batch
 from icl_lib import circuits
-from icl_lib.seeding import generator
+from icl_lib.seeding import derive_seed, generator
 from icl_lib import estimators as est
-from icl_lib.paper1 import optimality as opt
+from icl_lib.paper1.optimality.activations import (
+    activation_coefficient,
+    activation_rates,
+    activation_table,
+    pattern_estimate,
+    rate_correction,
+    rate_spread_estimate,
+    realised_rate,
+)
+from icl_lib.paper1.optimality.experiment import (
+    ACTIVATIONS_B2,
+    LABELS,
+    VARIANTS,
+    check_heads,
+    check_lengths,
+    check_omegas,
+    kept_variants,
+    learned_rate,
+    linearised,
+    median_abs_omega,
+    pattern_counts,
+    posneg_runs,
+    stacked_circuits,
+    train_variants,
+)
+from icl_lib.paper1.optimality.lengths import (
+    group_errors,
+    labelled,
+    length_curves,
+    length_estimates,
+    length_sweep,
+    length_table,
+    median_curves,
+    posneg_index,
+    reference_lines,
+)
+from icl_lib.paper1.optimality.linear_attention import linear_estimates, linear_vs_softmax, variant_errors
+from icl_lib.paper1.optimality.linearisation import (
+    _rms_unit_step,
+    linearisation_curves,
+    linearisation_errors,
+    order_estimate,
+    paired_heads,
+    trained_linearisation_points,
+)
+from icl_lib.paper1.optimality.predictions import (
+    gap_estimate,
+    gap_values,
+    paired_losses,
+    prediction_gap_curves,
+    prediction_gaps,
+)
+from icl_lib.paper1.optimality.proportional import (
+    bayes_limit_estimate,
+    bayes_ratio_grid,
+    proportional_estimate,
+    proportional_specs,
+    proportional_table,
+    ratio_limits,
+    ratio_values,
+    sup_ratio_limit,
+    train_proportional,
+)
+from icl_lib.paper1.optimality.risks import closed_form_checks, off_diagonal_mass, reference_curves
+from icl_lib.paper1.optimality.single_head import (
+    approx_loss_single_head,
+    kernel_regressor_search,
+    single_head_vs_kernels,
+)
+from icl_lib.stats import extreme, interval_image, paired_ratio, seed_ratio
 
 
 def hand_set(omegas, mus, d, attention="softmax", off=0.0, seed=0):
@@ -32,13 +101,13 @@ def test_small_scale_heads_implement_preconditioned_debiased_gd(attention):
     """Theorem 4.2 (i) and B.2: the gap to debiased GD with Gamma = c_f sum_h mu_h KQ_h vanishes like scale^2."""
     d, eta = 4, 0.8
     data = DataConfig(d=d, L=20, sigma2=0.1)
-    c_f = opt.activation_coefficient(attention)
+    c_f = activation_coefficient(attention)
     gaps = []
     for s in (0.04, 0.02):
         model, KQ, OV = hand_set([s, -s], [eta / (2 * s), -eta / (2 * s)], d, attention, off=0.3)
         Gamma = circuits.effective_preconditioner(KQ, OV, d, c_f)[0]  # (d, d)
         assert abs(float(circuits.effective_rate(KQ, OV, d, c_f)[0]) - float(torch.diagonal(Gamma).mean())) < 1e-12
-        gap = opt.prediction_gaps(model, data, {"pdgd": lambda b: est.debiased_gd_predict(b, 1.0, Gamma)}, n=4000, seed=1)
+        gap = prediction_gaps(model, data, {"pdgd": lambda b: est.debiased_gd_predict(b, 1.0, Gamma)}, n=4000, seed=1)
         gaps.append(float(gap["pdgd"][0][0]))
     assert gaps[1] < gaps[0] / 3  # O(s^2) in mean square
     assert gaps[0] < 0.01
@@ -48,7 +117,7 @@ def test_effective_rate_is_c_f_sum_mu_omega():
     _, KQ, OV = hand_set([0.2, -0.1, 0.05], [2.0, -3.0, 0.5], 3)
     assert abs(float(circuits.effective_rate(KQ, OV, 3)[0]) - (0.4 + 0.3 + 0.025)) < 1e-12
     assert abs(float(circuits.effective_rate(KQ, OV, 3, c_f=2.0)[0]) - 2 * 0.725) < 1e-12
-    assert opt.activation_coefficient("square") == 2.0 and opt.activation_coefficient("linear") == 1.0
+    assert activation_coefficient("square") == 2.0 and activation_coefficient("linear") == 1.0
 
 
 def test_length_sweep_matches_monte_carlo_of_the_kernel_regressor():
@@ -56,7 +125,7 @@ def test_length_sweep_matches_monte_carlo_of_the_kernel_regressor():
     d, omega, mu = 3, 0.6, 1.3
     data = DataConfig(d=d, L=10, sigma2=0.2)
     model, _, _ = hand_set([omega], [mu], d)
-    res = opt.length_sweep(model, data, [5, 30], n=4000, n_sets=3, seed=2)
+    res = length_sweep(model, data, [5, 30], n=4000, n_sets=3, seed=2)
     assert res.shape == (1, 2, 3)
     for j, L in enumerate([5, 30]):
         m, se = est.mc_risk(lambda b: est.scaled_nw_predict(b, omega, mu), data, n=40_000, seed=9, L=L)
@@ -69,7 +138,7 @@ def test_prediction_gaps_and_paired_losses_against_direct_computation():
     data = DataConfig(d=d, L=8, sigma2=0.1)
     model, _, _ = hand_set([omega], [mu], d)
     preds = {"same": lambda b: est.scaled_nw_predict(b, omega, mu), "zero": lambda b: torch.zeros_like(b.yq[..., 0])}
-    gaps = opt.prediction_gaps(model, data, preds, n=3000, seed=4, chunk=1000)
+    gaps = prediction_gaps(model, data, preds, n=3000, seed=4, chunk=1000)
     assert gaps["same"][0][0] < 1e-20
     # the same sequences, drawn here directly (same generator, same chunks)
     gen = generator(4, "test")
@@ -78,7 +147,7 @@ def test_prediction_gaps_and_paired_losses_against_direct_computation():
     yq = torch.cat([b.yq[..., 0] for b in bs])
     assert abs(gaps["zero"][0][0] - float((p**2).mean())) < 1e-10
     assert abs(gaps["target"][0][0] - float(((p - yq) ** 2).mean())) < 1e-10
-    pl = opt.paired_losses(model, data, preds, n=3000, seed=4, chunk=1000)
+    pl = paired_losses(model, data, preds, n=3000, seed=4, chunk=1000)
     assert abs(pl["model"]["loss"][0] - float(((p - yq) ** 2).mean())) < 1e-10
     assert abs(float(pl["zero"]["loss"]) - float((yq**2).mean())) < 1e-10
     assert abs(pl["zero"]["diff"][0] - (pl["model"]["loss"][0] - float(pl["zero"]["loss"]))) < 1e-12
@@ -94,11 +163,11 @@ def test_kernel_regressor_search_finds_the_minimum_of_its_sample():
         k = (torch.softmax(omega * g, -1) * b.y[..., 0]).sum(-1)
         return float(((mu * k - b.yq[..., 0]) ** 2).mean())
 
-    nw = opt.kernel_regressor_search(data, free_mu=False, n=5000, seed=6, omega_max=2.0)
+    nw = kernel_regressor_search(data, free_mu=False, n=5000, seed=6, omega_max=2.0)
     assert nw["mu"] == 1.0 and abs(nw["risk_search"] - risk(nw["omega"], 1.0)) < 1e-12
     for w in np.linspace(0, 2, 41):
         assert nw["risk_search"] <= risk(w, 1.0) + 1e-12
-    free = opt.kernel_regressor_search(data, free_mu=True, n=5000, seed=6, omega_max=2.0)
+    free = kernel_regressor_search(data, free_mu=True, n=5000, seed=6, omega_max=2.0)
     assert abs(free["risk_search"] - risk(free["omega"], free["mu"])) < 1e-10
     for w in np.linspace(0, 2, 21):
         for m in np.linspace(0.5, 2.5, 21):
@@ -107,18 +176,18 @@ def test_kernel_regressor_search_finds_the_minimum_of_its_sample():
 
 
 def test_bayes_ratio_grid_and_reference_curves():
-    df = opt.bayes_ratio_grid([0.25, 2.0], [0.1, 1.0], d=16, n=200, seed=0)
+    df = bayes_ratio_grid([0.25, 2.0], [0.1, 1.0], d=16, n=200, seed=0)
     assert len(df) == 4
     # the Bayes risk is the smallest possible: both ratios at least 1 (up to Monte Carlo error)
     assert (df["ratio"] >= 1 - 3 * df["R_Bayes se"] / df["R_Bayes"]).all() and (df["ratio limit"] >= 1).all()
     row = df.iloc[0]
     assert row["L"] == 64 and abs(row["R_dGD*"] - est.debiased_gd_risk(est.optimal_eta_debiased(16, 64, 0.1), 16, 64, 0.1)) < 1e-12
-    ref = opt.reference_curves(0.9, 5, [5, 40, 200], 0.1, n_bayes=200)
+    ref = reference_curves(0.9, 5, [5, 40, 200], 0.1, n_bayes=200)
     assert abs(ref["vanilla GD"][1] - est.vanilla_gd_risk(0.9, 5, 40, 0.1)) < 1e-12
     assert (ref["debiased GD, eta*(L)"] <= ref["debiased GD"] + 1e-12).all()
     assert (ref["Bayes"] < ref["debiased GD, eta*(L)"]).all()
     with pytest.raises(ValueError, match=r"^Ls\[0\]=1 is invalid"):
-        opt.check_lengths([1, 5])
+        check_lengths([1, 5])
 
 
 @pytest.mark.parametrize("attention", ["softmax", "one_plus_tanh", "quadratic", "square"])
@@ -127,11 +196,11 @@ def test_realised_rate_follows_the_third_order_correction(attention):
     rate_correction within 1.5% (the next order is of size omega^4 (d+2)^2 ~ 0.5%, times the
     activation's higher Taylor coefficients)."""
     d, eta, w = 5, 0.88, 0.1
-    c_f = opt.activation_coefficient(attention)
+    c_f = activation_coefficient(attention)
     model, KQ, OV = hand_set([w, -w], [eta / (2 * w * c_f), -eta / (2 * w * c_f)], d, attention)
     assert abs(float(circuits.effective_rate(KQ, OV, d, c_f)[0]) - eta) < 1e-12
-    r = float(opt.realised_rate(model, DataConfig(d=d, L=40, sigma2=0.1), n=20_000, seed=3)[0])
-    assert abs(r / (eta * opt.rate_correction(attention, w, d)) - 1) < 0.015
+    r = float(realised_rate(model, DataConfig(d=d, L=40, sigma2=0.1), n=20_000, seed=3)[0])
+    assert abs(r / (eta * rate_correction(attention, w, d)) - 1) < 0.015
     if attention != "softmax":  # the correction (3.5% to 7% here) is not negligible: the test can tell
         assert abs(r / eta - 1) > 0.025
 
@@ -156,25 +225,25 @@ def fake_run(omegas, mus, d=3, L=10, seed=0, attention="softmax", sigma2=0.1, st
 
 
 def test_check_lengths_names_the_parameter_and_bounds_the_lengths():
-    assert opt.check_lengths([40, 5, 5, 10.0]) == [5, 10, 40]
-    assert opt.check_lengths(7) == [7]
+    assert check_lengths([40, 5, 5, 10.0]) == [5, 10, 40]
+    assert check_lengths(7) == [7]
     with pytest.raises(ValueError, match=r"^Ls\[1\]=1 is invalid"):
-        opt.check_lengths([5, 1])
+        check_lengths([5, 1])
     with pytest.raises(ValueError, match=r"^Ls\[0\]=501 is invalid: accepted an integer in \[2, 500\]"):
-        opt.check_lengths([501], hi=500)
+        check_lengths([501], hi=500)
     for bad in ([], "5", None, [5, "x"], [True]):
         with pytest.raises(ValueError, match=r"^Ls"):
-            opt.check_lengths(bad, hi=500)
+            check_lengths(bad, hi=500)
 
 
 def test_check_heads_bounds_each_head_count_under_its_name():
-    assert opt.check_heads(3, hi=8) == [3] and opt.check_heads([4, 1, 4], hi=8) == [1, 4]
+    assert check_heads(3, hi=8) == [3] and check_heads([4, 1, 4], hi=8) == [1, 4]
     for bad, name in ((9, r"heads=9"), (0, r"heads=0"), ([1, 9], r"heads\[1\]=9"), ([2, 0.5], r"heads\[1\]=0.5")):
         with pytest.raises(ValueError, match=rf"^{name} is invalid: accepted an integer in \[1, 8\]"):
-            opt.check_heads(bad, hi=8)
+            check_heads(bad, hi=8)
     for bad in ([], "two", None, True):
         with pytest.raises(ValueError, match=r"^heads="):
-            opt.check_heads(bad, hi=8)
+            check_heads(bad, hi=8)
 
 
 def test_posneg_kept_counts_median_omega_and_learned_rate_on_hand_set_runs():
@@ -184,38 +253,38 @@ def test_posneg_kept_counts_median_omega_and_learned_rate_on_hand_set_runs():
     single = fake_run([0.5], [1.5])
     assert pn.pattern().kind == "pos/neg" and same.pattern().kind == "single-sign"
     sweep = {1: [single], 2: [pn, same], 3: []}
-    posneg = opt.posneg_runs(sweep)
+    posneg = posneg_runs(sweep)
     assert list(posneg) == [2] and posneg[2] == [pn]
-    assert opt.pattern_counts(sweep) == {2: "1/2"}
+    assert pattern_counts(sweep) == {2: "1/2"}
     variants = {"softmax": [same, pn2], "linear": [same], "square": [same]}
-    kept = opt.kept_variants(variants)
+    kept = kept_variants(variants)
     assert kept["softmax"] == [pn2] and kept["linear"] == [same] and kept["square"] == [same]
-    assert opt.pattern_counts(variants) == {"softmax": "1/2", "square": "0/1"}
-    assert abs(opt.median_abs_omega([pn, pn2]) - 0.2) < 1e-12  # median of 0.2, 0.2, 0.3, 0.1
-    assert math.isnan(opt.median_abs_omega([]))
-    assert abs(opt.learned_rate({2: [pn, pn2], 3: []}, fallback=9.0) - 0.7) < 1e-12
-    assert opt.learned_rate({2: []}, fallback=9.0) == 9.0
+    assert pattern_counts(variants) == {"softmax": "1/2", "square": "0/1"}
+    assert abs(median_abs_omega([pn, pn2]) - 0.2) < 1e-12  # median of 0.2, 0.2, 0.3, 0.1
+    assert math.isnan(median_abs_omega([]))
+    assert abs(learned_rate({2: [pn, pn2], 3: []}, fallback=9.0) - 0.7) < 1e-12
+    assert learned_rate({2: []}, fallback=9.0) == 9.0
 
 
 def test_stacked_circuits_and_linearised_match_each_run():
     runs = [fake_run([0.2, -0.1], [2.0, -3.0]), fake_run([0.4, -0.4], [1.0, -1.0])]
-    KQ, OV = opt.stacked_circuits(runs)
+    KQ, OV = stacked_circuits(runs)
     assert KQ.shape == (2, 2, 4, 4) and OV.shape == (2, 2, 1, 4) and KQ.dtype == torch.float64
-    Gamma, eta = opt.linearised(runs, 3, c_f=2.0)
+    Gamma, eta = linearised(runs, 3, c_f=2.0)
     np.testing.assert_allclose(eta, [2 * (0.4 + 0.3), 2 * 0.8], atol=1e-12)
     np.testing.assert_allclose(Gamma[1].numpy(), 2 * 0.8 * np.eye(3), atol=1e-12)
 
 
 def test_off_diagonal_mass_of_a_hand_built_matrix():
     G = torch.tensor([[1.0, 2.0], [0.0, 1.0]], dtype=torch.float64)
-    assert abs(opt.off_diagonal_mass(G) - 2 / math.sqrt(2)) < 1e-12
-    assert opt.off_diagonal_mass(3 * torch.eye(4, dtype=torch.float64)) == 0.0
+    assert abs(off_diagonal_mass(G) - 2 / math.sqrt(2)) < 1e-12
+    assert off_diagonal_mass(3 * torch.eye(4, dtype=torch.float64)) == 0.0
 
 
 def test_closed_form_checks_agree_with_the_estimators_and_monte_carlo():
     data = DataConfig(d=3, L=10, sigma2=0.2)
     G = torch.tensor([[0.7, 0.1, 0.0], [0.0, 0.8, 0.0], [0.05, 0.0, 0.6]], dtype=torch.float64)
-    t = opt.closed_form_checks(G, 0.7, data, n=20_000, seed=3, n_bayes=2000)
+    t = closed_form_checks(G, 0.7, data, n=20_000, seed=3, n_bayes=2000)
     assert list(t.index) == ["vanilla GD, eta", "debiased GD, eta", "pre-cond. GD, Gamma",
                              "pre-cond. debiased GD, Gamma", "Bayes (design-only MC vs full MC)"]
     closed = [est.vanilla_gd_risk(0.7, 3, 10, 0.2), est.debiased_gd_risk(0.7, 3, 10, 0.2),
@@ -236,8 +305,8 @@ def test_prediction_gap_curves_against_a_direct_loop():
     d, L = 3, 12
     data = DataConfig(d=d, L=L, sigma2=0.1)
     runs = [fake_run([0.1, -0.1], [4.0, -4.0], d, L), fake_run([0.05, -0.05], [9.0, -9.0], d, L)]
-    Gamma, eta = opt.linearised(runs, d)
-    gaps, gaps_se = opt.prediction_gap_curves(runs, Gamma, eta, data, [4, 12], n=600, seed=5)
+    Gamma, eta = linearised(runs, d)
+    gaps, gaps_se = prediction_gap_curves(runs, Gamma, eta, data, [4, 12], n=600, seed=5)
     assert list(gaps.columns) == ["debiased GD (own eta)", "vanilla GD (own eta)",
                                   "pre-cond. debiased GD (own Gamma)", "debiased GD, eta*(L)", "Bayes",
                                   "ICL loss"]
@@ -264,8 +333,8 @@ def test_train_variants_trains_every_kind_with_the_sweeps_specs():
     from icl_lib.paper1.sweeps import heads_sweep
 
     data, cfg = DataConfig(d=2, L=4), TrainConfig(steps=3, batch=8, n_log=2, val_size=8)
-    out = opt.train_variants(2, 5, data, cfg, device="cpu")
-    assert list(out) == list(opt.VARIANTS)
+    out = train_variants(2, 5, data, cfg, device="cpu")
+    assert list(out) == list(VARIANTS)
     for a, runs in out.items():
         assert [(r.spec.model.attention, r.spec.model.heads, r.spec.seed) for r in runs] == [(a, 2, 5), (a, 2, 6)]
     sweep = heads_sweep([2], 2, 5, data, cfg, device="cpu")  # the softmax ones are the sweep's H = 2
@@ -277,83 +346,83 @@ def test_train_variants_trains_every_kind_with_the_sweeps_specs():
 def test_extreme_takes_the_extreme_with_bonferroni_intervals():
     from scipy import stats as sps
 
-    e = opt.extreme([0.1, 0.5, -0.2], [0.01, 0.02, 0.03], "max")
+    e = extreme([0.1, 0.5, -0.2], [0.01, 0.02, 0.03], "max")
     q = sps.norm.ppf(1 - 0.05 / 6)  # three quantities, two-sided 95% family
     assert e.value == 0.5 and e.lo == pytest.approx(max(0.1 - q * 0.01, 0.5 - q * 0.02, -0.2 - q * 0.03))
     assert e.hi == pytest.approx(0.5 + q * 0.02) and "Bonferroni" in e.what
-    e = opt.extreme([0.1, 0.5, -0.2], [0.01, 0.02, 0.03], "min")
+    e = extreme([0.1, 0.5, -0.2], [0.01, 0.02, 0.03], "min")
     assert e.value == -0.2 and e.lo == pytest.approx(-0.2 - q * 0.03) and e.hi == pytest.approx(-0.2 + q * 0.03)
-    e = opt.extreme([0.1, -0.5], [0.2, 0.01], "absmax")
+    e = extreme([0.1, -0.5], [0.2, 0.01], "absmax")
     q2 = sps.norm.ppf(1 - 0.05 / 4)
     assert e.value == 0.5 and e.lo == pytest.approx(0.5 - q2 * 0.01) and e.hi == pytest.approx(0.1 + q2 * 0.2)
-    assert opt.extreme([0.01], [0.1], "absmax").lo == 0.0  # the interval holds 0
-    t = opt.extreme([1.0], [1.0], "max", df=3)  # one quantity, Student's t with 3 df
+    assert extreme([0.01], [0.1], "absmax").lo == 0.0  # the interval holds 0
+    t = extreme([1.0], [1.0], "max", df=3)  # one quantity, Student's t with 3 df
     assert t.hi == pytest.approx(1 + sps.t.ppf(0.975, 3))
-    mixed = opt.extreme([1.0, 0.0], [1.0, 1.0], "max", df=[3, np.nan])  # a df per quantity, NaN: normal
+    mixed = extreme([1.0, 0.0], [1.0, 1.0], "max", df=[3, np.nan])  # a df per quantity, NaN: normal
     assert mixed.hi == pytest.approx(1 + sps.t.ppf(1 - 0.05 / 4, 3))
     with pytest.raises(ValueError, match="kind"):
-        opt.extreme([1.0], [0.1], "median")
+        extreme([1.0], [0.1], "median")
     with pytest.raises(ValueError):
-        opt.extreme([1.0, 2.0], [0.1], "max")
+        extreme([1.0, 2.0], [0.1], "max")
     with pytest.raises(ValueError):
-        opt.extreme([], [], "max")
+        extreme([], [], "max")
 
 
 def test_interval_image_of_a_kinked_function():
     f = lambda x: abs(x - 1.0) - abs(x - 2.0)  # noqa: E731  -1 below 1, +1 above 2, linear between
-    assert opt.interval_image(f, 0.0, 0.5, breaks=(1.0, 2.0)) == (-1.0, -1.0)
-    assert opt.interval_image(f, 0.0, 3.0, breaks=(1.0, 2.0)) == (-1.0, 1.0)
-    lo, hi = opt.interval_image(f, 1.25, 1.5, breaks=(1.0, 2.0))
+    assert interval_image(f, 0.0, 0.5, breaks=(1.0, 2.0)) == (-1.0, -1.0)
+    assert interval_image(f, 0.0, 3.0, breaks=(1.0, 2.0)) == (-1.0, 1.0)
+    lo, hi = interval_image(f, 1.25, 1.5, breaks=(1.0, 2.0))
     assert (lo, hi) == pytest.approx((-0.5, 0.0))
     g = lambda x: -((x - 1.0) ** 2)  # noqa: E731  the maximum inside is found only through its break
-    assert opt.interval_image(g, 0.0, 2.0, breaks=(1.0,)) == (-1.0, 0.0)
+    assert interval_image(g, 0.0, 2.0, breaks=(1.0,)) == (-1.0, 0.0)
 
 
 def test_paired_ratio_formula_and_coverage():
     rng = np.random.default_rng(0)
     b = rng.exponential(1.0, size=(2, 5000))
     a = 1.1 * b + rng.normal(0, 0.1, size=b.shape)
-    rel, se = opt.paired_ratio(a, b)
+    rel, se = paired_ratio(a, b)
     assert rel.shape == (2,) and np.allclose(rel, a.mean(-1) / b.mean(-1) - 1)
     r = a.mean(-1) / b.mean(-1)
     want = (a - r[:, None] * b).std(-1, ddof=1) / (math.sqrt(5000) * b.mean(-1))
     np.testing.assert_allclose(se, want, rtol=1e-12)
-    rel, se = opt.paired_ratio(2 * b[0], b[0])
+    rel, se = paired_ratio(2 * b[0], b[0])
     assert rel == pytest.approx(1.0) and se == pytest.approx(0.0, abs=1e-12)
     # coverage of the 95% normal interval of mean(a)/mean(b) - 1 = 0.2 over many test sets
     b = rng.exponential(1.0, size=(800, 400))
     a = 1.2 * b * rng.exponential(1.0, size=b.shape)  # E a / E b = 1.2, a and b correlated
-    rel, se = opt.paired_ratio(a, b)
+    rel, se = paired_ratio(a, b)
     cover = np.mean(np.abs(rel - 0.2) <= 1.96 * se)
     assert 0.92 < cover < 0.98
     with pytest.raises(ValueError):
-        opt.paired_ratio(a[:, :3], b)
+        paired_ratio(a[:, :3], b)
 
 
 def test_seed_ratio_adds_the_spread_over_seeds():
     rng = np.random.default_rng(1)
     b = rng.exponential(1.0, size=(1, 3000))
     a = 1.5 * b
-    rel, se, df = opt.seed_ratio(a, b)  # one model each: the test set's error only, no df
+    rel, se, df = seed_ratio(a, b)  # one model each: the test set's error only, no df
     assert rel == pytest.approx(0.5) and se == pytest.approx(0.0, abs=1e-12) and df is None
     # constant errors per model: the test set's error is 0, what remains is the spread over seeds
     a = np.array([[1.0] * 10, [3.0] * 10])  # models with losses 1 and 3
     b = np.array([[1.0] * 10, [1.0] * 10, [1.0] * 10])
-    rel, se, df = opt.seed_ratio(a, b)
+    rel, se, df = seed_ratio(a, b)
     assert rel == pytest.approx(1.0) and df == 1
     assert se == pytest.approx(math.sqrt(np.var([1.0, 3.0], ddof=1) / 2))
-    rel1, se1, _ = opt.seed_ratio(a[:1], b)
+    rel1, se1, _ = seed_ratio(a[:1], b)
     assert rel1 == pytest.approx(0.0) and se1 == pytest.approx(0.0, abs=1e-12)
 
 
 def test_check_omegas_sorts_and_needs_two_fitted_points():
-    assert opt.check_omegas([0.4, 0.01, 0.02, 0.02], fit_max=0.05) == [0.01, 0.02, 0.4]
+    assert check_omegas([0.4, 0.01, 0.02, 0.02], fit_max=0.05) == [0.01, 0.02, 0.4]
     with pytest.raises(ValueError, match="lin_omegas"):
-        opt.check_omegas([0.01, 0.4], fit_max=0.05)  # one point to fit a slope on
+        check_omegas([0.01, 0.4], fit_max=0.05)  # one point to fit a slope on
     with pytest.raises(ValueError, match=r"lin_omegas\[1\]"):
-        opt.check_omegas([0.01, 0.0, 0.02], fit_max=0.05)
+        check_omegas([0.01, 0.0, 0.02], fit_max=0.05)
     with pytest.raises(ValueError):
-        opt.check_omegas([0.01, 3.0], fit_max=0.05)
+        check_omegas([0.01, 3.0], fit_max=0.05)
 
 
 # ----------------------------------------------------------------------------- losses against L
@@ -365,9 +434,9 @@ def test_length_errors_group_errors_and_curves_on_shared_test_sets():
     single = [fake_run([0.5], [1.4], d, L, seed=s) for s in (0, 1)]
     two = [fake_run([0.2, -0.2], [2.0, -2.0], d, L), fake_run([0.25, 0.25], [1.6, 1.6], d, L, seed=1)]
     sweep = {1: single, 2: two, 3: []}
-    errors = opt.group_errors(sweep, data, [20, 5], n=300, n_sets=2, seed=7)
+    errors = group_errors(sweep, data, [20, 5], n=300, n_sets=2, seed=7)
     assert list(errors) == [1, 2] and errors[2].shape == (2, 2, 600) and errors[1].dtype == torch.float64
-    keep = opt.posneg_index(sweep)
+    keep = posneg_index(sweep)
     assert keep == {1: [0, 1], 2: [0], 3: []}  # the one-sign 2-head model is left out
     s = derive_seed(7, "length-sweep")
     for j, Lj in enumerate([5, 20]):
@@ -378,18 +447,18 @@ def test_length_errors_group_errors_and_curves_on_shared_test_sets():
                 direct = ((y - b.yq[..., 0]) ** 2).double()
                 np.testing.assert_allclose(errors[2][r, j, k * 300:(k + 1) * 300].numpy(), direct.numpy(),
                                            rtol=1e-5, atol=1e-7)
-    curve, se = opt.length_curves(errors, [5, 20], keep)
+    curve, se = length_curves(errors, [5, 20], keep)
     assert list(curve.columns) == [1, 2] and list(curve.index) == [5, 20] and curve.index.name == "L"
     np.testing.assert_allclose(curve[2], errors[2][0].mean(-1).numpy(), rtol=1e-12)
     avg = errors[1].mean(0)  # (2, 600): the seed average per sequence
     np.testing.assert_allclose(se[1], (avg.std(-1) / math.sqrt(600)).numpy(), rtol=1e-12)
-    everyone, _ = opt.length_curves(errors, [5, 20])
+    everyone, _ = length_curves(errors, [5, 20])
     np.testing.assert_allclose(everyone[2], errors[2].mean((0, 2)).numpy(), rtol=1e-12)
     from icl_lib.engine import stack_models
-    per_set = opt.length_sweep(stack_models(two), data, [5, 20], n=300, n_sets=2, seed=s)  # (R, 2, 2)
+    per_set = length_sweep(stack_models(two), data, [5, 20], n=300, n_sets=2, seed=s)  # (R, 2, 2)
     np.testing.assert_allclose(per_set.numpy(), errors[2].reshape(2, 2, 2, 300).mean(-1).numpy(), rtol=1e-12)
     ref = {"vanilla GD": np.array([1.0, 2.0]), "Bayes": np.array([0.1, 0.2]), "Bayes se": np.zeros(2)}
-    table = opt.length_table(curve, ref)
+    table = length_table(curve, ref)
     assert list(table.columns) == ["H=1", "H=2", "vanilla GD", "Bayes"]
 
 
@@ -407,7 +476,7 @@ def test_length_estimates_on_hand_built_errors():
     keep = {1: [0, 1], 2: [0, 1], 3: [0]}
     ref = {"debiased GD": np.array([2.0, 1.5, 0.5]), "vanilla GD": np.array([4.2, 1.6, 0.5]),
            "debiased GD, eta*(L)": np.array([1.0, 1.0, 0.5])}
-    out, values = opt.length_estimates(errors, keep, ref, Ls, tol=0.1)
+    out, values = length_estimates(errors, keep, ref, Ls, tol=0.1)
     assert out["decreasing"].value == pytest.approx(0.0)  # H = 3 is flat from L = 10 to 20 (both seeds)
     assert out["spread"].value == pytest.approx(2.0)  # 1.5 / 0.5 - 1 at L = 20, kept seeds
     assert out["spread all seeds"].value == pytest.approx((9.0 + 1.5) / 2 / 0.5 - 1)  # the outlier counts
@@ -422,7 +491,7 @@ def test_length_estimates_on_hand_built_errors():
     for e in out.values():  # constant errors, equal seeds: the intervals shrink to the values
         assert e.lo <= e.value <= e.hi
     assert out["track"].lo == pytest.approx(2.0) and out["track"].hi == pytest.approx(2.0)
-    out, values = opt.length_estimates({1: errors[1]}, {1: [0, 1]}, ref, Ls, tol=0.1)
+    out, values = length_estimates({1: errors[1]}, {1: [0, 1]}, ref, Ls, tol=0.1)
     assert out["spread"] is None and out["track"] is None and math.isnan(values["ch5_track"])
     assert out["decreasing"].value == pytest.approx(-1 / 3)  # 2 / 3 - 1
 
@@ -434,14 +503,14 @@ def test_length_estimates_intervals_widen_with_noise():
     errors = {2: noisy([1.0, 0.9]), 3: noisy([1.0, 0.9])}
     ref = {"debiased GD": np.array([1.0, 0.9]), "vanilla GD": np.array([2.0, 1.0]),
            "debiased GD, eta*(L)": np.array([0.8, 0.8])}
-    out, _ = opt.length_estimates(errors, {2: [0, 1, 2], 3: [0, 1, 2]}, ref, Ls, tol=0.1)
+    out, _ = length_estimates(errors, {2: [0, 1, 2], 3: [0, 1, 2]}, ref, Ls, tol=0.1)
     e = out["spread all seeds"]
     assert e.lo < e.value < e.hi and e.hi - e.lo > 0.05  # 400 sequences: a few percent either way
 
 
 def test_median_curves_over_seeds_of_per_sequence_errors():
     e = torch.tensor([[[1.0, 3.0]], [[2.0, 2.0]], [[9.0, 5.0]]], dtype=torch.float64)  # (R=3, |Ls|=1, 2)
-    curves, ses = opt.median_curves({"a": e}, {"a": "A"})
+    curves, ses = median_curves({"a": e}, {"a": "A"})
     assert curves["A"].tolist() == [2.0]  # median of the model means 2, 2, 7
     want = np.median([np.std(x, ddof=1) / math.sqrt(2) for x in ([1, 3], [2, 2], [9, 5])])
     assert ses["A"][0] == pytest.approx(want)
@@ -449,12 +518,12 @@ def test_median_curves_over_seeds_of_per_sequence_errors():
 
 def test_labelled_and_reference_lines():
     table = pd.DataFrame({1: [1.0, 2.0], "x": [3.0, 4.0]})
-    out = opt.labelled(table, "H = {}", drop=["x"])
+    out = labelled(table, "H = {}", drop=["x"])
     assert list(out) == ["H = 1"] and out["H = 1"].tolist() == [1.0, 2.0]
     ref = {"vanilla GD": 1, "debiased GD": 2, "debiased GD, eta*(L)": 3, "Bayes": 4}
-    lines = opt.reference_lines(ref, 0.8766)
+    lines = reference_lines(ref, 0.8766)
     assert list(lines) == ["vanilla GD, eta = 0.877", "debiased GD, eta = 0.877", "debiased GD, eta*(L)", "Bayes"]
-    assert "Bayes" not in opt.reference_lines(ref, 0.8766, bayes=False)
+    assert "Bayes" not in reference_lines(ref, 0.8766, bayes=False)
 
 
 # ----------------------------------------------------------------------------- prediction level
@@ -462,14 +531,14 @@ def test_gap_values_and_gap_estimate():
     gaps = pd.DataFrame({"debiased GD (own eta)": [0.1, 0.2, 0.3], "vanilla GD (own eta)": [0.5, 0.4, 0.3],
                          "pre-cond. debiased GD (own Gamma)": [0.0, 0.0, 0.05], "Bayes": [1.0, 1.0, 0.7]},
                         index=pd.Index([4, 10, 40], name="L"))
-    assert opt.gap_values(gaps, 40) == {"ch5_gap_ratio_smallL": 0.2, "ch5_gap_dgd_Ltrain": 0.3,
-                                        "ch5_gap_pdgd_Ltrain": 0.05, "ch5_gap_bayes_Ltrain": 0.7,
-                                        "ch5_L_small": 4}
+    assert gap_values(gaps, 40) == {"ch5_gap_ratio_smallL": 0.2, "ch5_gap_dgd_Ltrain": 0.3,
+                                    "ch5_gap_pdgd_Ltrain": 0.05, "ch5_gap_bayes_Ltrain": 0.7,
+                                    "ch5_L_small": 4}
     d, L = 3, 12
     data = DataConfig(d=d, L=L, sigma2=0.1)
     runs = [fake_run([0.1, -0.1], [4.0, -4.0], d, L), fake_run([0.05, -0.05], [9.0, -9.0], d, L)]
-    _, eta = opt.linearised(runs, d)
-    e = opt.gap_estimate(runs, eta, data, [4, 6, 12], n=600, seed=5)
+    _, eta = linearised(runs, d)
+    e = gap_estimate(runs, eta, data, [4, 6, 12], n=600, seed=5)
     assert e is not None and e.value < 0.2 and e.lo <= e.value <= e.hi  # small scores: debiased GD
     from icl_lib.engine import stack_models
     from icl_lib.seeding import derive_seed
@@ -482,7 +551,7 @@ def test_gap_values_and_gap_estimate():
             g_v = ((y[r] - est.vanilla_gd_predict(b, float(eta[r]))) ** 2).double()
             vals.append(float(g_d.mean() / g_v.mean()))
     assert e.value == pytest.approx(max(vals), rel=1e-4)
-    assert opt.gap_estimate(runs, eta, data, [12, 40], n=600, seed=5) is None  # no L' <= L // 2
+    assert gap_estimate(runs, eta, data, [12, 40], n=600, seed=5) is None  # no L' <= L // 2
 
 
 # ----------------------------------------------------------------------------- Theorem 4.2 (i)
@@ -490,19 +559,19 @@ def test_paired_heads_carry_the_rate_and_the_linearisation_order():
     d = 3
     data = DataConfig(d=d, L=20, sigma2=0.1)
     for ratio in (1.0, 0.5):
-        m = opt.paired_heads([0.1, 0.4], 0.8, d, ratio=ratio)
+        m = paired_heads([0.1, 0.4], 0.8, d, ratio=ratio)
         y = m(sample_batch(data, 50, generator(0, "test")))
         assert y.shape[0] == 2
     omegas = [0.01, 0.02, 0.04, 0.08]
-    sq = opt.linearisation_errors(omegas, 0.8, data, n=3000, seed=1)
+    sq = linearisation_errors(omegas, 0.8, data, n=3000, seed=1)
     assert sq.shape == (4, 3000) and sq.dtype == torch.float64
     rms = sq.mean(-1).sqrt().numpy()
     assert np.all(np.diff(np.log(rms)) / np.log(2) > 1.8)  # second order: x4 in RMS per doubling
-    table, o2, o1 = opt.linearisation_curves(omegas, 0.8, data, n=3000, seed=1, fit_max=0.08)
+    table, o2, o1 = linearisation_curves(omegas, 0.8, data, n=3000, seed=1, fit_max=0.08)
     assert list(table.index) == omegas and table.shape == (4, 2)
     assert 1.9 < o2.value < 2.1 and o2.lo < o2.value < o2.hi
     assert 0.9 < o1.value < 1.1  # unequal heads: the second-order term does not cancel
-    np.testing.assert_allclose(table["paired heads"].to_numpy(), rms / (0.8 * opt._rms_unit_step(data, 3000, 1)),
+    np.testing.assert_allclose(table["paired heads"].to_numpy(), rms / (0.8 * _rms_unit_step(data, 3000, 1)),
                                rtol=1e-10)
 
 
@@ -511,40 +580,40 @@ def test_order_estimate_recovers_a_known_slope():
     rng = np.random.default_rng(3)
     noise = rng.exponential(1.0, size=(1, 2000))
     sq = torch.tensor(np.array(omegas)[:, None] ** 3 * noise)  # RMS ~ omega^1.5 (same noise at every omega)
-    e = opt.order_estimate(sq, omegas, fit_max=0.1, n_boot=50, seed=0)
+    e = order_estimate(sq, omegas, fit_max=0.1, n_boot=50, seed=0)
     assert e.value == pytest.approx(1.5, abs=1e-9) and e.lo <= 1.5 <= e.hi
     sq2 = torch.tensor(np.array(omegas)[:, None] ** 2 * rng.exponential(1.0, size=(5, 2000)))
-    e2 = opt.order_estimate(sq2, omegas, fit_max=0.1, n_boot=100, seed=0)
+    e2 = order_estimate(sq2, omegas, fit_max=0.1, n_boot=100, seed=0)
     assert e2.lo < 1.0 < e2.hi and e2.hi - e2.lo < 0.1
     with pytest.raises(ValueError, match="fit_max"):
-        opt.order_estimate(sq, omegas, fit_max=0.015)
+        order_estimate(sq, omegas, fit_max=0.015)
 
 
 def test_trained_linearisation_points_of_hand_set_runs():
     d, L = 3, 12
     data = DataConfig(d=d, L=L, sigma2=0.1)
     runs = [fake_run([0.02, -0.02], [20.0, -20.0], d, L), fake_run([0.2, -0.2], [2.0, -2.0], d, L, seed=4)]
-    t = opt.trained_linearisation_points(runs, data, n=2000, seed=0)
+    t = trained_linearisation_points(runs, data, n=2000, seed=0)
     assert list(t.index) == [0, 4] and t["eta"].to_numpy() == pytest.approx([0.8, 0.8])
     assert t.at[0, "relative RMS (dGD)"] < t.at[4, "relative RMS (dGD)"] / 50  # ~omega^2: 100x
-    table, _, _ = opt.linearisation_curves([0.02, 0.2], 0.8, data, n=2000, seed=0, fit_max=0.2)
+    table, _, _ = linearisation_curves([0.02, 0.2], 0.8, data, n=2000, seed=0, fit_max=0.2)
     np.testing.assert_allclose(t["relative RMS (dGD)"], table["paired heads"], rtol=1e-6)
-    assert opt.trained_linearisation_points([], data, n=10, seed=0).empty
+    assert trained_linearisation_points([], data, n=10, seed=0).empty
 
 
 # ----------------------------------------------------------------------------- Theorem 4.2 (iii)
 def test_ratio_limits_sup_and_ratio_values():
-    lim = opt.ratio_limits([0.1, 1.0], [0.1, 1.0], points=5)
+    lim = ratio_limits([0.1, 1.0], [0.1, 1.0], points=5)
     assert lim.shape == (5, 2) and abs(lim.index[0] - 10 ** (-1.3)) < 1e-12
     x = lim.index[2]
     assert abs(lim[1.0].iloc[2] - est.gd_risk_proportional(x, 1.0) / est.bayes_risk_proportional(x, 1.0)) < 1e-12
-    sup = opt.sup_ratio_limit(0.1)
+    sup = sup_ratio_limit(0.1)
     fine = [est.gd_risk_proportional(x, 0.1) / est.bayes_risk_proportional(x, 0.1) for x in np.geomspace(0.01, 10, 4001)]
     assert max(fine) - 1e-3 < sup < max(fine) + 1e-3 and 2.5 < sup < 2.55
-    assert opt.sup_ratio_limit(1.0) < opt.sup_ratio_limit(0.25) < sup  # noisier: nearer optimal
+    assert sup_ratio_limit(1.0) < sup_ratio_limit(0.25) < sup  # noisier: nearer optimal
     df = pd.DataFrame({"xi": [0.5, 1.0, 0.5], "sigma2": [0.1, 0.1, 2.0], "ratio": [2.0, 1.5, 1.1],
                        "ratio limit": [2.1, 1.5, 1.0]})
-    values = opt.ratio_values(df, DataConfig(d=5, L=40, sigma2=0.1), bayes=0.2)
+    values = ratio_values(df, DataConfig(d=5, L=40, sigma2=0.1), bayes=0.2)
     assert values["ch5_rmax"] == 2.0 and values["ch5_s2_top"] == 2.0 and values["ch5_ratio_top"] == 1.1
     want = est.debiased_gd_risk(est.optimal_eta_debiased(5, 40, 0.1), 5, 40, 0.1) / 0.2
     assert abs(values["ch5_ratio_book"] - want) < 1e-12
@@ -552,35 +621,35 @@ def test_ratio_limits_sup_and_ratio_values():
 
 def test_finite_size_ratio_stays_below_the_limit_supremum():
     """Was the claim dgd-bayes-ratio-bounded: closed forms and a Monte Carlo of the Bayes risk only."""
-    grid = opt.bayes_ratio_grid([0.0625, 0.25, 1.0, 4.0], [0.1, 1.0], d=64, n=20, seed=0)
+    grid = bayes_ratio_grid([0.0625, 0.25, 1.0, 4.0], [0.1, 1.0], d=64, n=20, seed=0)
     for s2 in (0.1, 1.0):
-        assert (grid[grid.sigma2 == s2]["ratio"] < opt.sup_ratio_limit(s2) * 1.02).all()
+        assert (grid[grid.sigma2 == s2]["ratio"] < sup_ratio_limit(s2) * 1.02).all()
 
 
 def test_bayes_limit_estimate_on_a_hand_built_grid():
     df = pd.DataFrame({"ratio": [2.0, 1.5], "ratio limit": [2.1, 1.5], "R_Bayes": [0.1, 0.2],
                        "R_Bayes se": [0.0, 0.002]})
-    e = opt.bayes_limit_estimate(df)
+    e = bayes_limit_estimate(df)
     assert e.value == pytest.approx(0.1 / 2.1) and e.lo == pytest.approx(0.1 / 2.1)  # se 0 at the largest
     assert e.hi == pytest.approx(0.1 / 2.1)
     df["R_Bayes se"] = [0.01, 0.0]
-    assert opt.bayes_limit_estimate(df).hi > 0.1 / 2.1 + 0.05
+    assert bayes_limit_estimate(df).hi > 0.1 / 2.1 + 0.05
 
 
 def test_proportional_specs_table_and_estimate():
     from icl_lib.config import TrainConfig
 
     cfg = TrainConfig(steps=3, batch=8, n_log=2, val_size=8)
-    specs = opt.proportional_specs(4, [0.5, 0.125], 2, 7, 0.2, cfg)
+    specs = proportional_specs(4, [0.5, 0.125], 2, 7, 0.2, cfg)
     assert [(s.data.d, s.data.L, s.seed, s.model.heads) for s in specs] == [
         (4, 8, 7, 2), (4, 8, 8, 2), (4, 32, 7, 2), (4, 32, 8, 2)]
     assert all(s.data.sigma2 == 0.2 and s.train == cfg for s in specs)
-    runs = opt.train_proportional(3, [0.5, 3.0], 2, 0, 0.1, cfg, device="cpu")
+    runs = train_proportional(3, [0.5, 3.0], 2, 0, 0.1, cfg, device="cpu")
     assert list(runs) == [0.5, 3.0] and [r.spec.data.L for r in runs[3.0]] == [2, 2]  # L >= 2
     d = 3
     hand = {0.25: [fake_run([0.05, -0.05], [8.8, -8.8], d, 12, seed=s) for s in (0, 1)],
             0.5: [fake_run([0.05, -0.05], [7.0, -7.0], d, 6, seed=s) for s in (0, 1)]}
-    t = opt.proportional_table(hand, n=3000, seed=1, n_bayes=500)
+    t = proportional_table(hand, n=3000, seed=1, n_bayes=500)
     assert list(t.index) == [0.25, 0.5] and t["L"].tolist() == [12, 6] and t["pos/neg"].tolist() == [2, 2]
     r_dgd = est.debiased_gd_risk(est.optimal_eta_debiased(3, 12, 0.1), 3, 12, 0.1)
     assert t.at[0.25, "R_dGD*"] == pytest.approx(r_dgd)
@@ -590,14 +659,14 @@ def test_proportional_specs_table_and_estimate():
     assert t.at[0.25, "loss/R_dGD* - 1"] == pytest.approx(t.at[0.25, "loss"] / r_dgd - 1)
     assert t.at[0.25, "limit ratio"] == pytest.approx(
         est.gd_risk_proportional(0.25, 0.1) / est.bayes_risk_proportional(0.25, 0.1))
-    e = opt.proportional_estimate(t)
+    e = proportional_estimate(t)
     assert e.value == pytest.approx(t["loss/R_dGD* - 1"].abs().max()) and e.lo <= e.value <= e.hi
 
 
 # ----------------------------------------------------------------------------- the single head
 def test_approx_loss_single_head_minimises_the_one_head_loss():
     d, L, s2 = 5, 40, 0.1
-    w, m = opt.approx_loss_single_head(d, L, s2)
+    w, m = approx_loss_single_head(d, L, s2)
     loss = lambda w, m: 1 + s2 - 2 * m * w + m * m * (w * w + (1 + s2) / L * math.exp(d * w * w))  # noqa
     ws, ms = np.linspace(0.2, 0.8, 301), np.linspace(0.5, 3.0, 501)
     grid = np.array([[loss(a, b) for b in ms] for a in ws])
@@ -608,10 +677,10 @@ def test_approx_loss_single_head_minimises_the_one_head_loss():
 
 def test_single_head_vs_kernels_on_hand_set_single_heads():
     data = DataConfig(d=3, L=12, sigma2=0.1)
-    kr = opt.kernel_regressor_search(data, free_mu=True, n=3000, seed=opt.derive_seed(2, "kernel-search"))
+    kr = kernel_regressor_search(data, free_mu=True, n=3000, seed=derive_seed(2, "kernel-search"))
     at_opt = fake_run([kr["omega"]], [kr["mu"]], 3, 12, seed=0)
     off = fake_run([kr["omega"]], [3 * kr["mu"]], 3, 12, seed=1)  # far from the optimum
-    table, per_seed, sh, values = opt.single_head_vs_kernels([at_opt, off], data, n=3000, seed=2)
+    table, per_seed, sh, values = single_head_vs_kernels([at_opt, off], data, n=3000, seed=2)
     assert list(per_seed.index) == [0, 1]
     row = table.loc["best scaled kernel regressor (free mu)"]
     assert row["omega"] == kr["omega"] and row["mu"] == kr["mu"] and values["ch5_kr_mu"] == kr["mu"]
@@ -621,10 +690,10 @@ def test_single_head_vs_kernels_on_hand_set_single_heads():
     assert sh["mu"].value == pytest.approx(2.0, rel=1e-6)  # median of mu / mu_best = 1 and 3
     assert sh["omega"].value == pytest.approx(1.0, rel=1e-6)
     assert math.isinf(sh["mu"].hi)  # two seeds cannot bound a median at 95%
-    w_app, m_app = opt.approx_loss_single_head(3, 12, 0.1)
+    w_app, m_app = approx_loss_single_head(3, 12, 0.1)
     assert sh["rival omega approx"] == pytest.approx(w_app / kr["omega"])
     assert sh["rival mu NW"] == pytest.approx(1 / kr["mu"]) and sh["rival excess NW"] > 0
-    t, p, c, v = opt.single_head_vs_kernels([], data, n=3000, seed=2)
+    t, p, c, v = single_head_vs_kernels([], data, n=3000, seed=2)
     assert t is None and p is None and c == {} and v["ch5_nw_seeds"] == 0 and math.isnan(v["ch5_kr_mu"])
 
 
@@ -637,13 +706,13 @@ def test_variant_errors_linear_vs_softmax_and_linear_estimates():
            fake_run([0.2, -0.2], [2.1, -2.1], d, L, seed=1, attention="linear")]
     kept = {"softmax": soft, "linear": lin}
     Ls = [5, 10, 40]
-    errors = opt.variant_errors(kept, data, Ls, n=2000, n_sets=2, seed=4)
+    errors = variant_errors(kept, data, Ls, n=2000, n_sets=2, seed=4)
     assert errors["softmax"].shape == (2, 3, 4000) and errors["linear"].shape == (2, 3, 4000)
-    table, se = opt.linear_vs_softmax(errors, kept, data, Ls)
+    table, se = linear_vs_softmax(errors, kept, data, Ls)
     want_lin = [np.median([est.vanilla_gd_risk(e * Lj / L, d, Lj, 0.1) for e in (0.8, 0.84)]) for Lj in Ls]
     np.testing.assert_allclose(table["predicted linear"], want_lin, rtol=1e-10)
     np.testing.assert_allclose(table["linear"], want_lin, rtol=0.1)  # a linear model is vanilla GD
-    out, ratios = opt.linear_estimates(errors, kept, data, Ls)
+    out, ratios = linear_estimates(errors, kept, data, Ls)
     m_lin, m_soft = errors["linear"][:, 1].mean(), errors["softmax"][:, 1].mean()
     assert out["same"].value == pytest.approx(float(m_lin / m_soft - 1))
     assert out["same"].lo < out["same"].value < out["same"].hi
@@ -652,37 +721,37 @@ def test_variant_errors_linear_vs_softmax_and_linear_estimates():
     # at L = 40 the step is 4x too long: linear attention loses to softmax
     assert out["beyond"].value == pytest.approx(ratios.at[40, "loss_lin/loss_soft - 1"]) and out["beyond"].value > 1
     errors_short = {k: v[:, :2] for k, v in errors.items()}
-    out3, _ = opt.linear_estimates(errors_short, kept, data, [5, 10])
+    out3, _ = linear_estimates(errors_short, kept, data, [5, 10])
     assert out3["beyond"] is None
 
 
 def test_activation_rates_table_pattern_and_rate_spread_on_hand_set_runs():
     d, L = 3, 10
     data = DataConfig(d=d, L=L, sigma2=0.1)
-    kinds = {a: [fake_run([0.1, -0.1], [4.0 / opt.activation_coefficient(a), -4.0 / opt.activation_coefficient(a)],
-                          d, L, attention=a, seed=s) for s in (0, 1)] for a in opt.ACTIVATIONS_B2}
+    kinds = {a: [fake_run([0.1, -0.1], [4.0 / activation_coefficient(a), -4.0 / activation_coefficient(a)],
+                          d, L, attention=a, seed=s) for s in (0, 1)] for a in ACTIVATIONS_B2}
     kinds["linear"] = [fake_run([0.2, -0.2], [2.0, -2.0], d, L, attention="linear")]
     variants = {a: rs + [fake_run([0.1, 0.1], [1.0, 1.0], d, L, seed=2, attention=a)] for a, rs in kinds.items()}
-    rates = opt.activation_rates(kinds, data, n=2000, seed=0)
+    rates = activation_rates(kinds, data, n=2000, seed=0)
     sq = rates["square"]
     assert list(sq.index) == [0, 1] and sq["|omega|"].tolist() == pytest.approx([0.1, 0.1])
     assert sq["|mu|"].tolist() == pytest.approx([2.0, 2.0]) and sq["c_f sum mu omega"].tolist() == pytest.approx([0.8] * 2)
-    real = opt.realised_rate(kinds["square"][0].model(), data, n=2000, seed=opt.derive_seed(0, "realised-rate"))
+    real = realised_rate(kinds["square"][0].model(), data, n=2000, seed=derive_seed(0, "realised-rate"))
     assert sq["realised eta"].iloc[0] == pytest.approx(float(real[0]))
     errors = {a: _const_errors([[k, 10.0 + k]] * len(kinds[a]), n=3) for k, a in enumerate(kinds)}
-    t = opt.activation_table(variants, rates, errors, data, [5, 10])
-    assert list(t.index) == [opt.LABELS[a] for a in [*opt.ACTIVATIONS_B2, "linear"]]
+    t = activation_table(variants, rates, errors, data, [5, 10])
+    assert list(t.index) == [LABELS[a] for a in [*ACTIVATIONS_B2, "linear"]]
     assert t["pos/neg seeds"].tolist() == ["2/3"] * 4 + ["-"]
     assert t[f"loss at L={L}"].tolist() == [10.0, 11.0, 12.0, 13.0, 14.0]
-    assert abs(t.loc[opt.LABELS["softmax"], "3rd-order prediction"] - 0.8) < 1e-12  # exp: no correction
-    p = opt.pattern_estimate(variants["softmax"])
+    assert abs(t.loc[LABELS["softmax"], "3rd-order prediction"] - 0.8) < 1e-12  # exp: no correction
+    p = pattern_estimate(variants["softmax"])
     assert p.value == pytest.approx(2 / 3) and 0 < p.lo < 2 / 3 < p.hi < 1
-    spread, per = opt.rate_spread_estimate(rates, "c_f sum mu omega")
+    spread, per = rate_spread_estimate(rates, "c_f sum mu omega")
     assert spread.value == pytest.approx(0.0, abs=1e-12) and spread.lo == 0.0  # equal rates, no spread
-    assert spread.hi == pytest.approx(0.0, abs=1e-9) and list(per.index) == [opt.LABELS[a] for a in opt.ACTIVATIONS_B2]
+    assert spread.hi == pytest.approx(0.0, abs=1e-9) and list(per.index) == [LABELS[a] for a in ACTIVATIONS_B2]
     hand = {a: pd.DataFrame({"realised eta": [0.8 + 0.1 * k, 0.8 + 0.1 * k + 0.01]})
-            for k, a in enumerate(opt.ACTIVATIONS_B2)}
-    spread, per = opt.rate_spread_estimate(hand, "realised eta")
+            for k, a in enumerate(ACTIVATIONS_B2)}
+    spread, per = rate_spread_estimate(hand, "realised eta")
     assert spread.value == pytest.approx(1.105 / 0.805 - 1) and spread.lo < spread.value < spread.hi
-    one = {a: pd.DataFrame({"realised eta": [0.8]}) for a in opt.ACTIVATIONS_B2}
-    assert math.isinf(opt.rate_spread_estimate(one, "realised eta")[0].hi)
+    one = {a: pd.DataFrame({"realised eta": [0.8]}) for a in ACTIVATIONS_B2}
+    assert math.isinf(rate_spread_estimate(one, "realised eta")[0].hi)

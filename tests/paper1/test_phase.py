@@ -18,8 +18,37 @@ from icl_lib.config import ModelConfig, RunSpec, TrainConfig
 from icl_lib.engine import Run, train_config
 from icl_lib.estimators import debiased_gd_predict, debiased_gd_risk, mc_risk, optimal_eta_debiased
 from icl_lib.paper1 import phase as ph
+from icl_lib.paper1.phase_outcomes import (
+    MIN_CELL_RUNS,
+    OUTCOMES,
+    SHAPE_TOL,
+    UNDECIDED,
+    attach_losses,
+    cell_table,
+    model_table,
+    outcome_codes,
+    outcome_table,
+    outcomes_at_time,
+    rate_table,
+    run_record,
+    time_panels,
+    time_scaling,
+    trap_vs_heads,
+    trap_vs_lr,
+    worst_cell,
+)
+from icl_lib.paper1 import phase_outcomes
 from icl_lib.seeding import derive_seed
-from icl_lib.stats import Estimate, fraction_diff, mean_ci, median_ci, proportion_ci
+from icl_lib.stats import (
+    Estimate,
+    censored_median_ci,
+    fraction_diff,
+    linear_slope,
+    loglog_slope,
+    mean_ci,
+    median_ci,
+    proportion_ci,
+)
 
 GRID = dict(heads=[1, 2, 3], shapes=[[4, 32], [2, 32], [8, 32], [4, 16], [2, 16]], sigma2s=[0.1, 0.3],
             lrs=[3e-3, 1e-2], init_scales=[1.0, 0.5])
@@ -187,7 +216,7 @@ def _circuits(omega, mu, d, off=0.0, gen=None):
 def _expected(KQ, OV, d):
     """The outcome by summarize_pattern, one snapshot at a time (the direct loop)."""
     p = summarize_pattern(KQ, OV, d)
-    if not (p.kq_offdiag < ph.SHAPE_TOL and p.ov_offlast < ph.SHAPE_TOL):
+    if not (p.kq_offdiag < SHAPE_TOL and p.ov_offlast < SHAPE_TOL):
         return "unformed", p.n_dummy
     return p.kind, p.n_dummy
 
@@ -202,13 +231,13 @@ def test_outcome_codes_agree_with_summarize_pattern_snapshot_by_snapshot(gen):
             snaps.append(_circuits(w, [x * 3 for x in w], d, off=scale * 0.3, gen=gen))
     seen = set()
     for KQ, OV in snaps:
-        out, dummies = ph.outcome_codes(KQ[None].repeat(2, 1, 1, 1), OV[None].repeat(2, 1, 1, 1), d)
+        out, dummies = outcome_codes(KQ[None].repeat(2, 1, 1, 1), OV[None].repeat(2, 1, 1, 1), d)
         want = _expected(KQ, OV, d)
         assert (out[0], int(dummies[0])) == want and out[1] == out[0]
         seen.add(want[0])
-    assert seen == set(ph.OUTCOMES)  # every outcome was met
+    assert seen == set(OUTCOMES)  # every outcome was met
     KQ, OV = _circuits([0.2, -0.2, 0.01], [2.0, -2.0, 0.01], d)
-    out, dummies = ph.outcome_codes(KQ[None], OV[None], d)
+    out, dummies = outcome_codes(KQ[None], OV[None], d)
     assert out.tolist() == ["pos/neg"] and dummies.tolist() == [1]
 
 
@@ -230,16 +259,16 @@ def test_run_record_outcome_rate_and_the_step_from_which_the_pattern_stays(gen):
     pn = _circuits([0.2, -0.25], [2.0, -1.5], d)
     ss = _circuits([0.2, 0.25], [2.0, 1.5], d)
     r = _run(cell, [noise, pn, ss, pn, pn], [0, 10, 20, 30, 40])
-    rec = ph.run_record(r, cell)
+    rec = run_record(r, cell)
     assert rec["outcome"] == "pos/neg" and rec["t_pattern"] == 30 and rec["dummy heads"] == 0
     assert rec["eta"] == pytest.approx(0.2 * 2.0 + 0.25 * 1.5, rel=1e-6)  # sum_h mu_h omega_h
     assert rec["eta/eta*-1"] == pytest.approx(rec["eta"] / optimal_eta_debiased(d, 16, 0.1) - 1)
     assert (rec["H"], rec["lr"], rec["seed"], rec["steps"]) == (2, 1e-2, 0, 40)
-    trapped = ph.run_record(_run(cell, [noise, pn, ss], [0, 10, 20]), cell)
+    trapped = run_record(_run(cell, [noise, pn, ss], [0, 10, 20]), cell)
     assert trapped["outcome"] == "single-sign" and trapped["t_pattern"] is None
     one = ph.Cell(1, d, 16, 0.1, 1e-2, 1.0)
-    single = ph.run_record(_run(one, [_circuits([0.1], [0.1], d, off=1.0, gen=gen), _circuits([0.5], [1.0], d)],
-                                [0, 5]), one)
+    single = run_record(_run(one, [_circuits([0.1], [0.1], d, off=1.0, gen=gen), _circuits([0.5], [1.0], d)],
+                             [0, 5]), one)
     assert single["outcome"] == "single-head" and single["t_pattern"] == 5
 
 
@@ -249,9 +278,9 @@ def test_outcomes_at_time_reads_the_snapshot_at_an_equal_product_of_rate_and_ste
     pn = _circuits([0.2, -0.25], [2.0, -1.5], d)
     fast, slow = ph.Cell(2, d, 16, 0.1, 1e-2, 1.0), ph.Cell(2, d, 16, 0.1, 1e-3, 1.0)
     runs = {fast: [_run(fast, [noise, pn, pn], [0, 10, 100])], slow: [_run(slow, [noise, noise, pn], [0, 10, 100])]}
-    at = ph.outcomes_at_time(runs, 0.1)  # lr 1e-2: step 10; lr 1e-3: step 100
+    at = outcomes_at_time(runs, 0.1)  # lr 1e-2: step 10; lr 1e-3: step 100
     assert at["step"].tolist() == [10, 100] and at["outcome"].tolist() == ["pos/neg", "pos/neg"]
-    early = ph.outcomes_at_time(runs, 0.05)  # lr 1e-2: step 5 -> the snapshot at 0; lr 1e-3: step 50 -> 10
+    early = outcomes_at_time(runs, 0.05)  # lr 1e-2: step 5 -> the snapshot at 0; lr 1e-3: step 50 -> 10
     assert early["step"].tolist() == [0, 10] and early["outcome"].tolist() == ["unformed", "unformed"]
 
 
@@ -268,10 +297,10 @@ def test_train_grid_returns_each_cells_runs_in_seed_order_and_losses_match_a_dir
                     r.spec.data.sigma2, r.spec.train.steps) == (c.H, c.lr, c.init_scale, c.d, c.L, c.sigma2, 15)
                    for r in rs)
         assert all(r.history["KQ"].shape[1] == c.H for r in rs)  # the trained model has the cell's heads
-    models = ph.model_table(runs)
+    models = model_table(runs)
     assert len(models) == 5 and models["H"].tolist() == [3, 3, 1, 2, 2]
     assert models["seed"].tolist() == [4, 5, 4, 4, 5]
-    out = ph.attach_losses(models, runs, n=500, seed=3)
+    out = attach_losses(models, runs, n=500, seed=3)
     for k, (c, r) in enumerate([(c, r) for c, rs in runs.items() for r in rs]):
         eta = optimal_eta_debiased(c.d, c.L, c.sigma2)
         dgd, _ = mc_risk(lambda b: debiased_gd_predict(b, eta), c.data(), n=500,
@@ -282,22 +311,22 @@ def test_train_grid_returns_each_cells_runs_in_seed_order_and_losses_match_a_dir
         assert row["excess/R_dGD*"] == pytest.approx(row["dGD diff"] / row["R_dGD*"])
         assert 0 < row["R_Bayes"] < row["R_dGD*"]
     with pytest.raises(ValueError, match=r"^models="):
-        ph.attach_losses(models.iloc[:3], runs, n=500, seed=3)
+        attach_losses(models.iloc[:3], runs, n=500, seed=3)
 
 
 # ------------------------------------------------------------------------------------ statistics
 def test_censored_median_is_the_order_statistic_interval_with_censored_seeds_last():
     t = [30, 10, None, 20, 50, 40, None, 60]
-    e = ph.censored_median_ci(t)
+    e = censored_median_ci(t)
     a = sorted(x for x in t if x is not None) + [math.inf, math.inf]
     assert e.value == (a[3] + a[4]) / 2 == 45.0
     assert (e.lo, e.hi) == (10.0, math.inf)  # n = 8: [x_(1), x_(8)]
-    assert ph.censored_median_ci([float("nan"), 5.0, 7.0]).value == 7.0  # nan: pandas' None
+    assert censored_median_ci([float("nan"), 5.0, 7.0]).value == 7.0  # nan: pandas' None
     full = [3.0, 1.0, 4.0, 1.5, 9.0, 2.6, 5.0]
-    assert ph.censored_median_ci(full) == median_ci(full)
-    assert ph.censored_median_ci([None] * 5 + [1.0]).value == math.inf
+    assert censored_median_ci(full) == median_ci(full)
+    assert censored_median_ci([None] * 5 + [1.0]).value == math.inf
     with pytest.raises(ValueError, match=r"^times="):
-        ph.censored_median_ci([])
+        censored_median_ci([])
 
 
 def _cells_of(values_by_cell):
@@ -308,7 +337,7 @@ def _cells_of(values_by_cell):
 
 def test_worst_cell_is_bonferroni_over_the_cells_t_intervals_and_decides_with_below():
     cells = [[0.01, 0.02, 0.00, 0.015], [-0.02, -0.03, -0.01], [0.05, 0.06]]
-    e = ph.worst_cell(_cells_of(cells), "x")
+    e = worst_cell(_cells_of(cells), "x", min_runs=2)
     m = len(cells)  # the direct computation: every cell at level 1 - 0.05 / m
     lo, hi = [], []
     for vs in cells:
@@ -320,28 +349,31 @@ def test_worst_cell_is_bonferroni_over_the_cells_t_intervals_and_decides_with_be
     far = [max(abs(a), abs(b)) for a, b in zip(lo, hi)]
     assert (e.value, e.lo, e.hi) == pytest.approx((0.055, max(near), max(far)))
     tight = [[0.01, 0.011, 0.009], [-0.02, -0.021, -0.019]]
-    assert Below(0.1).decide(*ph.worst_cell(_cells_of(tight), "x").interval) == "PASS"
+    assert Below(0.1).decide(*worst_cell(_cells_of(tight), "x", min_runs=2).interval) == "PASS"
     beyond = tight + [[-0.2, -0.21, -0.19]]  # one cell surely beyond 0.1
-    assert Below(0.1).decide(*ph.worst_cell(_cells_of(beyond), "x").interval) == "FAIL"
+    assert Below(0.1).decide(*worst_cell(_cells_of(beyond), "x", min_runs=2).interval) == "FAIL"
     unsure = tight + [[0.05, 0.15]]  # two seeds straddling 0.1
-    assert Below(0.1).decide(*ph.worst_cell(_cells_of(unsure), "x").interval) == "INCONCLUSIVE"
-    assert ph.worst_cell(_cells_of([[0.3]]), "x") is ph.UNDECIDED  # a cell of one run is left out
+    assert Below(0.1).decide(*worst_cell(_cells_of(unsure), "x", min_runs=2).interval) == "INCONCLUSIVE"
+    assert worst_cell(_cells_of([[0.3]]), "x", min_runs=2) is UNDECIDED  # a cell of one run is left out
+    # by default a cell needs MIN_CELL_RUNS runs: the cells of 2 and 3 runs above are left out
+    assert MIN_CELL_RUNS == 4 and worst_cell(_cells_of(cells), "x").value == pytest.approx(0.01125)
+    assert worst_cell(_cells_of(tight), "x") is UNDECIDED
 
 
 def test_slopes_against_numpy_and_the_t_formula(gen):
     x = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
     y = 0.7 * x + np.array([0.1, -0.2, 0.05, 0.15, -0.1, 0.0])
-    e = ph.linear_slope(x, y)
+    e = linear_slope(x, y)
     b, a = np.polyfit(x, y, 1)
     resid = y - (a + b * x)
     se = math.sqrt((resid ** 2).sum() / (len(x) - 2) / ((x - x.mean()) ** 2).sum())
     t = sps.t.ppf(0.975, len(x) - 2)
     assert (e.value, e.lo, e.hi) == pytest.approx((b, b - t * se, b + t * se))
-    p = ph.loglog_slope([2, 4, 8, 16], [3 * 2 ** -1.5, 3 * 4 ** -1.5, 3 * 8 ** -1.5, 3 * 16 ** -1.5])
+    p = loglog_slope([2, 4, 8, 16], [3 * 2 ** -1.5, 3 * 4 ** -1.5, 3 * 8 ** -1.5, 3 * 16 ** -1.5])
     assert p.value == pytest.approx(-1.5) and p.hi - p.lo < 1e-9
-    assert math.isinf(ph.linear_slope([1, 1, 1], [1, 2, 3]).hi) and math.isinf(ph.linear_slope([1, 2], [1, 2]).lo)
+    assert math.isinf(linear_slope([1, 1, 1], [1, 2, 3]).hi) and math.isinf(linear_slope([1, 2], [1, 2]).lo)
     with pytest.raises(ValueError, match=r"^y="):
-        ph.loglog_slope([1, 2, 3], [1, 0, 2])
+        loglog_slope([1, 2, 3], [1, 0, 2])
 
 
 # ------------------------------------------------------------------------------------ tables
@@ -374,7 +406,7 @@ def _t_interval(x, level=0.95):
 
 def test_cell_table_counts_fractions_and_means_per_cell():
     models = _models()
-    cells = ph.cell_table(models)
+    cells = cell_table(models)
     assert len(cells) == 4 and "excess/R_dGD*" not in cells
     c = cells.iloc[0]
     assert (c["seeds"], c["k pos/neg"], c["k single-sign"], c["k unformed"], c["k single-head"]) == (8, 6, 1, 1, 0)
@@ -385,7 +417,7 @@ def test_cell_table_counts_fractions_and_means_per_cell():
     e = c["eta/eta*-1"]
     assert (e.value, e.lo, e.hi) == pytest.approx(_t_interval(pn["eta/eta*-1"]))
     assert c["eta all"] == pytest.approx(np.median(models["eta"].iloc[:8])) and c["eta*"] == 0.879
-    assert c["t_pattern"] == ph.censored_median_ci([10, 20, 30, 40, 50, None, None, 80])
+    assert c["t_pattern"] == censored_median_ci([10, 20, 30, 40, 50, None, None, 80])
     c = cells.iloc[1]
     assert c["with dummy"] == 3 and c["eta*"] == 0.784 and cells.iloc[0]["with dummy"] == 0
     assert (c["eta/eta*-1"].value, c["eta/eta*-1"].lo, c["eta/eta*-1"].hi) == \
@@ -397,7 +429,7 @@ def test_cell_table_counts_fractions_and_means_per_cell():
     none = cells.iloc[3]
     assert none["pos/neg seeds"] == 0 and math.isnan(none["eta/eta*-1"].value)
     assert (none["eta/eta*-1"].lo, none["eta/eta*-1"].hi) == (-math.inf, math.inf)
-    at90 = ph.cell_table(models, level=0.9).iloc[0]
+    at90 = cell_table(models, level=0.9).iloc[0]
     assert at90["eta/eta*-1"] == mean_ci(pn["eta/eta*-1"], 0.9) and at90["pos/neg"] == proportion_ci(6, 8, 0.9)
 
 
@@ -405,7 +437,7 @@ def test_cell_table_means_the_excess_loss_over_the_pos_neg_runs():
     models = _models()
     models["excess/R_dGD*"] = 0.01 * np.arange(len(models)) ** 1.5
     models["loss/R_Bayes"] = 1.0 + 0.1 * np.arange(len(models)) ** 2
-    cells = ph.cell_table(models)
+    cells = cell_table(models)
     c = cells.iloc[0]
     pn = models.iloc[[0, 1, 2, 3, 4, 7]]
     assert c["excess/R_dGD*"] == mean_ci(pn["excess/R_dGD*"])
@@ -429,15 +461,15 @@ def test_along_picks_one_line_through_the_centre():
         along(m, c, "rho")
 
 
-along = ph.along
+along = phase_outcomes.along
 
 
 def test_time_scaling_fits_the_power_law_of_the_runs_that_reached_the_pattern():
     m = pd.DataFrame({"d": [2, 2, 4, 4, 8, 8, 8], "t_pattern": [8.0, 8.0, 32.0, 32.0, 128.0, 128.0, None]})
-    fit = ph.time_scaling(m, "d")
+    fit = time_scaling(m, "d")
     assert fit["slope"].value == pytest.approx(2.0) and fit["intercept"] == pytest.approx(math.log(2.0))
     assert (fit["reached"], fit["censored"]) == (6, 1)
-    none = ph.time_scaling(pd.DataFrame({"d": [2, 4], "t_pattern": [None, None]}), "d")
+    none = time_scaling(pd.DataFrame({"d": [2, 4], "t_pattern": [None, None]}), "d")
     assert math.isnan(none["slope"].value) and math.isnan(none["intercept"])
 
 
@@ -476,30 +508,30 @@ CENTRE = {"H": 1, "d": 5, "L": 40, "sigma2": 0.1, "lr": 3e-3, "init_scale": 1.0}
 
 
 def test_the_trap_comparisons_count_the_right_cells():
-    cells = ph.cell_table(_grid_models())
-    assert ph.trap_vs_heads(cells, CENTRE) == fraction_diff(2, 6, 1, 6)  # H = 2 against H = 3 at the centre
-    assert ph.trap_vs_lr(cells, CENTRE) == fraction_diff(0, 4, 3, 4)  # lr 1e-2 minus lr 1e-3
+    cells = cell_table(_grid_models())
+    assert trap_vs_heads(cells, CENTRE) == fraction_diff(2, 6, 1, 6)  # H = 2 against H = 3 at the centre
+    assert trap_vs_lr(cells, CENTRE) == fraction_diff(0, 4, 3, 4)  # lr 1e-2 minus lr 1e-3
     one_rate = cells[np.isclose(cells["lr"], 3e-3)]
-    assert ph.trap_vs_lr(one_rate, CENTRE) is ph.UNDECIDED
-    assert ph.trap_vs_heads(cells[cells["H"] <= 2], CENTRE) is ph.UNDECIDED
+    assert trap_vs_lr(one_rate, CENTRE) is UNDECIDED
+    assert trap_vs_heads(cells[cells["H"] <= 2], CENTRE) is UNDECIDED
 
 
 def test_time_panels_are_the_rate_line_and_each_dimension_with_several_lengths():
     models = _grid_models()
-    panels = ph.time_panels(models, CENTRE)
+    panels = time_panels(models, CENTRE)
     assert list(panels) == ["lr", "L (d = 8)"]
     assert sorted(panels["lr"]["lr"].unique()) == [1e-3, 3e-3, 1e-2] and set(panels["lr"]["H"]) == {2}
     assert len(panels["lr"]) == 6 + 4 + 4 and sorted(panels["L (d = 8)"]["L"].unique()) == [16, 32]
-    fit = ph.time_scaling(panels["L (d = 8)"], "L")
+    fit = time_scaling(panels["L (d = 8)"], "L")
     assert fit["slope"].value == pytest.approx(0.0, abs=1e-12)  # the same times at both lengths
 
 
 def test_display_tables_keep_every_cell_and_format_estimates():
-    cells = ph.cell_table(_grid_models())
-    out = ph.outcome_table(cells)
+    cells = cell_table(_grid_models())
+    out = outcome_table(cells)
     assert list(out.columns) == ["H", "d", "L", "sigma2", "lr", "init", "seeds", "pos/neg", "trap", "1 head",
                                  "unformed", "dummy"]
     assert out["trap"].tolist() == cells["k single-sign"].tolist() and len(out) == len(cells) == 7
-    rates = ph.rate_table(cells)
+    rates = rate_table(cells)
     assert "eta/eta*-1" in rates and "t_pattern" in rates and "excess/R_dGD*" not in rates
     assert rates["t_pattern"].iloc[0] == format(cells["t_pattern"].iloc[0], ".3g")

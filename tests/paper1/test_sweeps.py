@@ -68,7 +68,7 @@ def test_heads_sweep_trains_then_loads_from_the_run_cache():
 # --------------------------------------------------------------------- chapter 2's read-outs
 from icl_lib.engine import Run  # noqa: E402
 from icl_lib.paper1 import sweeps  # noqa: E402
-from icl_lib.paper1.dynamics import reparam_circuits  # noqa: E402
+from icl_lib.paper1.dynamics.landscape import reparam_circuits
 
 D5 = DataConfig(d=5, L=40)
 
@@ -157,7 +157,7 @@ def test_as_heads_bound_and_bad_text(heads):
 
 
 # --------------------------------------------------------------------- chapter 2's intervals
-from icl_lib.stats import Estimate, median_ci  # noqa: E402
+from icl_lib.stats import Estimate, median_ci, median_of, ratio, spread  # noqa: E402
 
 
 def _e(v, lo, hi, level=0.95):
@@ -168,7 +168,7 @@ def _e(v, lo, hi, level=0.95):
 def test_median_of_exact_values_is_median_ci(n):
     """With zero-width per-seed intervals, median_of is median_ci's median and interval."""
     x = np.random.default_rng(n).normal(size=n)
-    m = sweeps.median_of([_e(v, v, v) for v in x])
+    m = median_of([_e(v, v, v) for v in x])
     assert (m.value, m.lo, m.hi) == pytest.approx((median_ci(x).value, median_ci(x).lo, median_ci(x).hi))
 
 
@@ -177,24 +177,24 @@ def test_median_of_takes_the_order_statistics_of_the_interval_ends():
     end and the 3rd largest upper end, whichever seeds they belong to."""
     vals = np.arange(12.0)
     ests = [_e(v, v - (5 if v == 11 else 0.5), v + 0.5) for v in vals]  # seed 11 has a wide interval
-    m = sweeps.median_of(ests)
+    m = median_of(ests)
     lows, highs = sorted(e.lo for e in ests), sorted(e.hi for e in ests)
     assert m.value == 5.5 and m.lo == lows[2] == 1.5 and m.hi == highs[9] == 9.5
     with pytest.raises(ValueError, match="^estimates="):
-        sweeps.median_of([])
+        median_of([])
 
 
 def test_ratio_and_spread_hold_when_their_inputs_do():
-    r = sweeps.ratio(_e(2.0, 1.5, 2.5), _e(1.0, 0.8, 1.25))
+    r = ratio(_e(2.0, 1.5, 2.5), _e(1.0, 0.8, 1.25))
     assert r.value == 2.0 and r.interval == pytest.approx((1.2, 3.125)) and r.level == pytest.approx(0.9)
-    wide = sweeps.ratio(_e(2.0, -math.inf, math.inf), _e(1.0, -math.inf, math.inf))
+    wide = ratio(_e(2.0, -math.inf, math.inf), _e(1.0, -math.inf, math.inf))
     assert wide.interval == (0.0, math.inf)
-    s = sweeps.spread([_e(1.0, 0.99, 1.01), _e(1.02, 1.01, 1.03), _e(1.01, 1.0, 1.02)])
+    s = spread([_e(1.0, 0.99, 1.01), _e(1.02, 1.01, 1.03), _e(1.01, 1.0, 1.02)])
     assert s.value == pytest.approx(0.02) and s.lo == pytest.approx(0.0)  # the intervals overlap
     assert s.hi == pytest.approx(1.03 / 0.99 - 1) and s.level == pytest.approx(1 - 3 * 0.05)
-    apart = sweeps.spread([_e(1.0, 0.99, 1.01), _e(1.2, 1.19, 1.21)])
+    apart = spread([_e(1.0, 0.99, 1.01), _e(1.2, 1.19, 1.21)])
     assert apart.lo == pytest.approx(1.19 / 1.01 - 1)
-    for bad in (lambda: sweeps.ratio(_e(-1.0, -2, 0), _e(1.0, 0.5, 2)), lambda: sweeps.spread([_e(1, 0, 2)])):
+    for bad in (lambda: ratio(_e(-1.0, -2, 0), _e(1.0, 0.5, 2)), lambda: spread([_e(1, 0, 2)])):
         with pytest.raises(ValueError):
             bad()
 

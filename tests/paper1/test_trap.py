@@ -12,7 +12,7 @@ from icl_lib.data import sample_batch
 from icl_lib.paper1 import trap, trap_dynamics as td
 from icl_lib.paper1.approx_loss import ApproxLossConfig, approx_loss
 from icl_lib.paper1.phase import Cell
-from icl_lib.stats import proportion_ci
+from icl_lib.stats import diff_seeds_to_decide, proportion_ci, seeds_for_interval, seeds_to_decide
 from icl_lib.chapter import renamed
 
 
@@ -64,15 +64,15 @@ def test_renamed_reports_the_chapters_name():
 
 
 def test_seeds_to_decide_keeps_the_fraction_and_finds_the_first_deciding_size():
-    assert trap.seeds_to_decide(24, 24, 0.9) == 36  # all seeds in the pattern: 0.025 ** (1 / n) > 0.9 from n = 36
+    assert seeds_to_decide(24, 24, 0.9) == 36  # all seeds in the pattern: 0.025 ** (1 / n) > 0.9 from n = 36
     assert proportion_ci(36, 36).lo > 0.9 > proportion_ci(35, 35).lo
-    n = trap.seeds_to_decide(9, 12, 0.9)  # 3 of 12 trapped: the upper end falls below 0.9
+    n = seeds_to_decide(9, 12, 0.9)  # 3 of 12 trapped: the upper end falls below 0.9
     assert 12 < n < 60
-    assert trap.seeds_to_decide(0, 3, 0.9) == 3  # already decided
-    assert trap.seeds_to_decide(9, 10, 0.9) is None  # the fraction sits on the threshold
-    n = trap.diff_seeds_to_decide(6, 12, 1, 12)
+    assert seeds_to_decide(0, 3, 0.9) == 3  # already decided
+    assert seeds_to_decide(9, 10, 0.9) is None  # the fraction sits on the threshold
+    n = diff_seeds_to_decide(6, 12, 1, 12)
     assert n is not None and n >= 12
-    assert trap.diff_seeds_to_decide(3, 12, 3, 12) is None
+    assert diff_seeds_to_decide(3, 12, 3, 12) is None
 
 
 def test_trap_given_and_the_auc():
@@ -167,6 +167,6 @@ def test_the_held_out_curvature_is_unbiased_along_a_direction_chosen_elsewhere()
 
 def test_seeds_for_interval_shrinks_as_one_over_root_n():
     from icl_lib.stats import Estimate
-    assert trap.seeds_for_interval(Estimate(0.06, 0.02, 0.10), 0.05, 8) in (128, 129)  # 8 (0.04 / 0.01) ** 2
-    assert trap.seeds_for_interval(Estimate(0.05, 0.02, 0.08), 0.05, 8) is None
-    assert trap.seeds_for_interval(Estimate(0.2, 0.15, 0.25), 0.05, 8) == 8  # already decided
+    assert seeds_for_interval(Estimate(0.06, 0.02, 0.10), 0.05, 8) in (128, 129)  # 8 (0.04 / 0.01) ** 2
+    assert seeds_for_interval(Estimate(0.05, 0.02, 0.08), 0.05, 8) is None
+    assert seeds_for_interval(Estimate(0.2, 0.15, 0.25), 0.05, 8) == 8  # already decided

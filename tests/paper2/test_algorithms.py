@@ -170,7 +170,8 @@ def test_population_rate_matches_the_hessian_prediction(problem, method):
     """With the population oracle the excess falls at the rate of the linearised iteration near S,
     max (1 - eta lambda)^2 over the Hessian's eigenvalues across S (a property of the code that
     chapter 8 no longer counts as a claim of the paper)."""
-    from icl_lib.paper2.analysis import geometric_rate, rate_prediction
+    from icl_lib.paper2.fits import geometric_rate
+    from icl_lib.paper2.manifold import rate_prediction
 
     h = run(problem, method, RunConfig(n=None, n_init=128, steps=600), seed=0)
     for r in range(problem.R):

@@ -8,18 +8,8 @@ import pytest
 import torch
 from scipy import stats
 
-from icl_lib.paper2.analysis import (
-    balance,
-    drift_z,
-    geometric_rate,
-    growth_rate,
-    loglog_fit,
-    manifold_distance,
-    manifold_point,
-    saddle_curvature,
-    slope_over_repetitions,
-    wls,
-)
+from icl_lib.paper2.fits import drift_z, geometric_rate, growth_rate, loglog_fit, slope_over_repetitions, wls
+from icl_lib.paper2.manifold import balance, manifold_distance, manifold_point, saddle_curvature
 from icl_lib.paper2.data import P2Config, haar_orthogonal, make_problem
 from icl_lib.paper2.experiments import ch8_settings, escape_time
 from icl_lib.paper2.loss import P_matrix, excess_loss, population_grad, regulariser, stack_theta
@@ -186,7 +176,7 @@ def test_invalid_settings(override, name):
 
 # ------------------------------------------------------------------------------ chapter 8's fits and checks
 def test_whitened_perturbation_multiplies_the_whitened_entries(problem):
-    from icl_lib.paper2.analysis import whitened_perturbation
+    from icl_lib.paper2.manifold import whitened_perturbation
 
     A, B = manifold_point(problem)
     Sh = problem.Sigma_half
@@ -209,7 +199,7 @@ def _gap(ns, gaps, se, L=1.0):
 
 
 def test_gap_fits_and_extrapolation_on_exact_curves():
-    from icl_lib.paper2.analysis import gap_extrapolation, gap_fits
+    from icl_lib.paper2.experiment_fits import gap_extrapolation, gap_fits
 
     ns = np.array([8.0, 16, 32, 64, 128, 256])
     exact = 0.09 / ns  # slope -1 for n >= 32; the points below n_min are spoiled and must be left out
@@ -228,7 +218,7 @@ def test_gap_fits_and_extrapolation_on_exact_curves():
 
 
 def test_saddle_fit_on_an_exact_escape(problem):
-    from icl_lib.paper2.analysis import saddle_fit
+    from icl_lib.paper2.experiment_fits import saddle_fit
 
     pr = problem.member(0)
     scales = torch.tensor([1e-1, 1e-2, 1e-3, 1e-4], dtype=DT)
@@ -252,7 +242,7 @@ def test_saddle_fit_on_an_exact_escape(problem):
 
 
 def test_floor_fit_recovers_the_log_power():
-    from icl_lib.paper2.analysis import floor_fit
+    from icl_lib.paper2.experiment_fits import floor_fit
 
     n = np.array([64.0, 96, 128, 192, 256])
     F = np.stack([c * n**-2.0 * np.log(n) ** 1.5 for c in (1.0, 1.3)], 1)  # (N, R), k = 1.5
@@ -268,7 +258,7 @@ def test_floor_fit_recovers_the_log_power():
 def test_factor_balance_and_convergence_values(problem):
     from types import SimpleNamespace
 
-    from icl_lib.paper2.analysis import RateFit
+    from icl_lib.paper2.fits import RateFit
     from icl_lib.paper2.experiments import convergence_values, factor_balance
 
     pr = problem.member(0)
@@ -296,7 +286,7 @@ def test_factor_balance_and_convergence_values(problem):
 
 def test_fits_of_diverged_runs_are_nan_not_errors():
     """A diverged run (NaN, or 1 - mu <= 0) makes chapter 8's fits NaN when asked, instead of raising."""
-    from icl_lib.paper2.analysis import floor_fit
+    from icl_lib.paper2.experiment_fits import floor_fit
 
     x = np.array([1.0, 4.0, 16.0])
     for bad in ([0.2, np.nan, 0.1], [0.2, -0.01, 0.1]):
@@ -316,7 +306,7 @@ def test_fits_of_diverged_runs_are_nan_not_errors():
 
 # ------------------------------------------------------------------ the estimates of chapter 8's new claims
 def test_floor_drift_separates_a_floor_from_a_falling_curve():
-    from icl_lib.paper2.analysis import floor_drift
+    from icl_lib.paper2.experiment_fits import floor_drift
 
     g = np.random.default_rng(0)
     flat = 1e-4 * (1 + 0.1 * g.standard_normal((200, 6)))
@@ -336,7 +326,7 @@ def test_floor_drift_separates_a_floor_from_a_falling_curve():
 
 
 def test_one_point_fractions_count_the_random_directions_only():
-    from icl_lib.paper2.analysis import one_point_fractions
+    from icl_lib.paper2.experiment_fits import one_point_fractions
 
     r = torch.tensor([0.01, 0.1, 1.0], dtype=DT)
     a = torch.ones(3, 5, dtype=DT)
@@ -354,7 +344,7 @@ def test_one_point_fractions_count_the_random_directions_only():
 
 
 def test_finite_rate_ratio_on_exact_curves():
-    from icl_lib.paper2.analysis import finite_rate_ratio
+    from icl_lib.paper2.experiment_fits import finite_rate_ratio
 
     t = torch.arange(41, dtype=DT)[:, None]
     q = torch.tensor([0.6, 0.7, 0.8], dtype=DT)
@@ -394,7 +384,7 @@ def _p_half(problem, A, B):
 
 
 def test_gradient_bias_per_sequence_gradients_average_to_the_oracle(problem, gen):
-    from icl_lib.paper2.analysis import gradient_bias
+    from icl_lib.paper2.monte_carlo import gradient_bias
     from icl_lib.paper2.data import sample
     from icl_lib.paper2.loss import empirical_loss_grad, regulariser_grad
 

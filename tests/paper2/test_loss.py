@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from icl_lib.paper2.analysis import mc_loss, manifold_point
+from icl_lib.paper2.manifold import manifold_point
+from icl_lib.paper2.monte_carlo import mc_loss
 from icl_lib.paper2.data import P2Config, make_problem, sample
 from icl_lib.paper2.loss import (
     Q_P_geometry,

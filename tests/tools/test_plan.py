@@ -16,6 +16,9 @@ from icl_lib import DataConfig, EnsembleTrainer, ModelConfig, RunSpec, TrainConf
 from icl_lib.engine.cache import RunCache
 from icl_lib.engine.execution import Execution
 from icl_lib.tools import plan as book
+from icl_lib.tools import plan_cost  # its _measure is replaced by a test
+from icl_lib.tools.plan_cost import REFERENCE_RATES, EnsembleTiming, _measure, describe, estimate_timing
+from icl_lib.tools.plan_training import store_plan, train_plan
 
 TINY = TrainConfig(steps=40, batch=16, lr=3e-3, n_log=4, val_size=64, dtype="float64")
 
@@ -73,7 +76,7 @@ def test_the_plan_times_training_steps_apart_from_history_records(monkeypatch):
         return real(self)
 
     monkeypatch.setattr(EnsembleTrainer, "snapshot", spy)
-    timing = book._measure(specs, Execution.resolve("cpu"), steps=6)
+    timing = _measure(specs, Execution.resolve("cpu"), steps=6)
     assert recorded == [0, 1, 9]  # the warm-up's records (steps 0, 1), none while timed, then the one timed
     assert timing.models == 2 and timing.step_seconds > 0 and timing.record_seconds > 0
     assert timing.model_steps_per_s == pytest.approx(2 / timing.step_seconds)
@@ -81,11 +84,11 @@ def test_the_plan_times_training_steps_apart_from_history_records(monkeypatch):
 
 
 def test_the_expected_time_adds_the_history_records_to_the_steps(monkeypatch):
-    monkeypatch.setattr(book, "_measure", lambda specs, ex: book.EnsembleTiming(len(specs), 0.01, 2.0))
+    monkeypatch.setattr(plan_cost, "_measure", lambda specs, ex: EnsembleTiming(len(specs), 0.01, 2.0))
     monkeypatch.setenv("ICL_CACHE_DIR", "/nonexistent-cache-for-this-test")
     plan = book.select_chapters(book.book_plan("quick"), "01")  # one run: 4,000 steps, 112 records
     records = len(plan["01_setup"][0].train.log_steps())
-    text = book.describe(plan, "cpu", measure=True)
+    text = describe(plan, "cpu", measure=True)
     minutes = (4000 * 0.01 + records * 2.0) / 60
     assert f"{records} history records of 2 s" in text and f"about {minutes:.1f} min" in text
 
@@ -110,7 +113,7 @@ def test_a_packed_run_ends_where_it_ends_alone():
     """train-plan packs the runs of several chapters into one ensemble (here five models of two
     chapters); every model ends where it ends trained alone, up to float64 summation order."""
     plan = _specs()
-    packed = book.train_plan(plan, device="cpu", progress=False)
+    packed = train_plan(plan, device="cpu", progress=False)
     for chapter, runs in packed.items():
         for spec, run in zip(plan[chapter], runs):
             assert run.spec == spec
@@ -123,7 +126,7 @@ def test_a_packed_run_ends_where_it_ends_alone():
 SCRIPT = textwrap.dedent("""
     import sys
     from icl_lib import DataConfig, ModelConfig, RunSpec, TrainConfig
-    from icl_lib.tools.plan import train_plan
+    from icl_lib.tools.plan_training import train_plan
     tc = TrainConfig(steps=3000, batch=64, lr=3e-3, n_log=6, val_size=128)
     plan = {"x": [RunSpec(DataConfig(d=4, L=12), ModelConfig(heads=h), tc, seed=s) for h in (1, 3) for s in (0, 1)]}
     train_plan(plan, device="cpu", progress=False, checkpoint_every=float(sys.argv[1]))
@@ -185,7 +188,7 @@ def test_the_published_book_shows_a_chapter_in_the_paper_profile_once_its_runs_a
         "01_setup": "quick", "04_ode_phases": "paper", "08_preconditioned_convergence": "quick"}
     plan = book.book_plan("paper", book_dir)
     assert [s.train.steps for s in plan["01_setup"]] == [30] and plan["01_setup"][0].train.lr == 1e-3
-    status = book.store_plan(plan, early_step=10, device="cpu", command="test", progress=False)
+    status = store_plan(plan, early_step=10, device="cpu", command="test", progress=False)
     assert status["complete"]
     assert book.published_profiles(names, book_dir)["01_setup"] == "paper"
 
@@ -193,11 +196,11 @@ def test_the_published_book_shows_a_chapter_in_the_paper_profile_once_its_runs_a
 def test_the_cost_model_scales_with_the_work_of_a_step():
     ex = Execution.resolve("cpu", backend="fused")
     base = RunSpec(data=DataConfig(d=5, L=40, sigma2=0.1), model=ModelConfig(heads=2), train=TrainConfig(), seed=0)
-    ref = book.estimate_timing([base] * 4, ex, threads=1)
-    assert ref.model_steps_per_s == pytest.approx(book.REFERENCE_RATES["fused"])  # the reference shape, one thread
-    assert book.estimate_timing([base] * 4, ex, threads=2).model_steps_per_s == pytest.approx(2 * ref.model_steps_per_s)
+    ref = estimate_timing([base] * 4, ex, threads=1)
+    assert ref.model_steps_per_s == pytest.approx(REFERENCE_RATES["fused"])  # the reference shape, one thread
+    assert estimate_timing([base] * 4, ex, threads=2).model_steps_per_s == pytest.approx(2 * ref.model_steps_per_s)
     big = dataclasses.replace(base, data=DataConfig(d=8, L=81, sigma2=0.1), model=ModelConfig(heads=4))
-    slow = book.estimate_timing([big] * 4, ex, threads=1)
+    slow = estimate_timing([big] * 4, ex, threads=1)
     assert slow.step_seconds == pytest.approx(ref.step_seconds * (82 * 9 * 4) / (41 * 6 * 2))
-    eager = book.estimate_timing([base] * 4, Execution.resolve("cpu", backend="eager"), threads=1)
+    eager = estimate_timing([base] * 4, Execution.resolve("cpu", backend="eager"), threads=1)
     assert eager.step_seconds > ref.step_seconds and ref.record_seconds > 0

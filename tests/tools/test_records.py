@@ -109,17 +109,17 @@ def test_a_record_holds_the_claims_provenance_and_the_executed_notebook(checkout
 
 def test_a_tampered_or_changed_checkout_makes_the_record_stale_never_served(checkout):
     records.record(CH8, checkout, execute=_fake_run())
-    (checkout / "icl_lib" / "stats.py").write_text("# other statistics\n")
+    (checkout / "icl_lib" / "stats" / "intervals.py").write_text("# other statistics\n")
     st = records.status(CH8, checkout)
-    assert not st["current"] and st["changed"] == ["icl_lib/stats.py"]
+    assert not st["current"] and st["changed"] == ["icl_lib/stats/intervals.py"]
     assert records.served(checkout / "book" / f"{CH8}.ipynb", "paper") is None
-    assert "STALE (changed: icl_lib/stats.py)" in records.describe(checkout)
+    assert "STALE (changed: icl_lib/stats/intervals.py)" in records.describe(checkout)
     rec_path = records.record_path(CH8, checkout)  # a record edited by hand is stale too
-    shutil.copy(ROOT / "icl_lib" / "stats.py", checkout / "icl_lib" / "stats.py")
+    shutil.copy(ROOT / "icl_lib" / "stats" / "intervals.py", checkout / "icl_lib" / "stats" / "intervals.py")
     rec = json.loads(rec_path.read_text())
-    rec["fingerprint"]["icl_lib/paper2/analysis.py"] = "0" * 64
+    rec["fingerprint"]["icl_lib/paper2/fits.py"] = "0" * 64
     rec_path.write_text(json.dumps(rec))
-    assert records.status(CH8, checkout)["changed"] == ["icl_lib/paper2/analysis.py"]
+    assert records.status(CH8, checkout)["changed"] == ["icl_lib/paper2/fits.py"]
 
 
 def test_failing_claims_are_recorded_and_an_error_keeps_no_notebook(checkout):
@@ -152,7 +152,7 @@ def test_a_claims_only_record_keeps_no_notebook_and_follows_every_deciding_modul
     shutil.copy(ROOT / "book" / f"{name}.ipynb", tmp_path / "book")
     shutil.copytree(ROOT / "icl_lib", tmp_path / "icl_lib", ignore=shutil.ignore_patterns("__pycache__"))
     mods = records.modules_of(name, tmp_path)
-    assert "stats.py" in mods and "paper1/sweeps.py" in mods and "engine/store.py" in mods
+    assert "stats/intervals.py" in mods and "paper1/sweeps.py" in mods and "engine/store.py" in mods
     assert not any(m.startswith(("tools/", "figures/")) for m in mods)
 
     def execute(notebook, env):

@@ -24,7 +24,7 @@ from ..validate import check_int
 from .cache import RunCache
 from .execution import GPU_DRAW_AHEAD
 from .run import Run, meta_key
-from .schedule import group_chunks
+from .training import group_chunks
 
 __all__ = ["train_group", "train_on_dask"]
 

@@ -29,7 +29,7 @@ def _same(x, y):
 
 
 def test_a_dask_plan_equals_the_local_executor_bitwise(tmp_path, monkeypatch):
-    from icl_lib.engine.executors import train_on_dask
+    from icl_lib.engine.cluster import train_on_dask
 
     specs = _plan()
     monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path / "local"))
@@ -52,19 +52,19 @@ def _die_once(specs, device="auto", threads=None):
     if not os.path.exists(marker):
         open(marker, "w").close()
         os._exit(1)  # the worker dies mid-task
-    from icl_lib.engine.executors import train_group
+    from icl_lib.engine.cluster import train_group
 
     return train_group(specs, device, threads)
 
 
 def test_a_killed_worker_costs_its_ensemble_a_retry(tmp_path, monkeypatch):
-    from icl_lib.engine import executors
+    from icl_lib.engine import cluster
 
     specs = _plan()[:2]
     monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path / "dask"))
     monkeypatch.setenv("ICL_TEST_MARKER", str(tmp_path / "died"))
-    monkeypatch.setattr(executors, "train_group", _die_once)
-    runs = executors.train_on_dask(specs, workers=2, device="cpu")
+    monkeypatch.setattr(cluster, "train_group", _die_once)
+    runs = cluster.train_on_dask(specs, workers=2, device="cpu")
     assert (tmp_path / "died").exists()  # a worker died once ...
     monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path / "local"))
     for x, y in zip(runs, train(specs, device="cpu", progress=False)):  # ... and the plan still finished

@@ -1,63 +1,38 @@
-"""Uncertainty of the book's measurements: intervals for medians, means, fractions and paired losses.
-
-Every claim a chapter checks carries an interval (:mod:`icl_lib.claims` decides its verdict on the
-interval, not on the point estimate):
+"""Intervals of single measurements: medians, means, fractions, paired losses and fitted slopes.
 
 * :func:`median_ci`     -- a distribution-free interval for the median over seeds, from order
   statistics (exact coverage for continuous data, valid for any sample size);
+* :func:`censored_median_ci` -- the same for a time some seeds never reach (right-censored;
+  chapter 9's time to the pattern);
 * :func:`mean_ci`       -- Student's t interval for a mean (e.g. over independent test sets);
 * :func:`proportion_ci` -- Clopper-Pearson (exact) or Wilson interval for a fraction of seeds;
+* :func:`fraction_diff` -- the difference of two fractions of independent seeds (two exact
+  intervals, union bound; chapter 9);
 * :func:`paired_diff`   -- the mean of paired differences on one shared test set and its standard
   error (two models, or a model and an estimator, scored on the same sequences);
-* :func:`fraction_diff` -- the difference of two fractions of independent seeds (two exact
-  intervals, union bound);
-* :class:`Estimate`     -- a value with its interval and what it is;
-* :func:`size_to_decide` -- for a claim its interval leaves undecided, how many seeds (test prompts,
-  Monte Carlo draws) would decide it at the measured value and spread.
+* :func:`mean_se_from_sums` -- a mean and its standard error from running sums (the Monte Carlo of
+  chapters 3 and 7);
+* :func:`linear_slope`, :func:`loglog_slope` -- a least-squares slope (or power-law exponent) with
+  its Student-t interval (chapter 9's time to the pattern against an axis of the grid).
 
-All levels are two-sided 95 % unless stated.  scipy provides the distributions.
+Each returns an :class:`~icl_lib.stats.estimate.Estimate`.  All levels are two-sided 95 % unless
+stated.  scipy provides the distributions.  Every chapter uses them.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 from scipy import stats as sps
 
-from .validate import check_float, check_int, fail
+from ..validate import check_float, check_int, fail
+from .estimate import LEVEL, Estimate
 
-__all__ = ["Estimate", "median_ci", "mean_ci", "proportion_ci", "paired_diff", "fraction_diff", "mean_se_from_sums",
-           "interval_at", "size_to_decide", "LEVEL"]
-
-LEVEL = 0.95  # the book's confidence level
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A measured value with its interval ``[lo, hi]`` at ``level``; ``what`` says how it was made
-    (e.g. ``"median of 6 seeds, order-statistic interval"``)."""
-
-    value: float
-    lo: float
-    hi: float
-    level: float = LEVEL
-    what: str = ""
-    # ``at_size(m)``: the interval ``(lo, hi)`` the same value would have with ``m`` times as many
-    # independent units (seeds, prompts, draws); ``None``: it shrinks as ``1 / sqrt(m)`` about the
-    # value (:func:`interval_at`).  Exact for fractions of seeds (:func:`proportion_ci`).
-    at_size: Callable[[float], tuple[float, float]] | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        return self.lo, self.hi
-
-    def __format__(self, spec: str) -> str:
-        spec = spec or ".4g"
-        return f"{self.value:{spec}} [{self.lo:{spec}}, {self.hi:{spec}}]"
+__all__ = ["median_ci", "mean_ci", "proportion_ci", "paired_diff", "fraction_diff", "mean_se_from_sums",
+           "censored_median_ci", "linear_slope", "loglog_slope"]
 
 
 def _finite(name: str, x) -> np.ndarray:
@@ -135,40 +110,6 @@ def fraction_diff(k1: int, n1: int, k2: int, n2: int, level: float = LEVEL) -> E
                     functools.partial(_diff_at, k1, n1, k2, n2, each))
 
 
-def interval_at(e: Estimate, m: float) -> tuple[float, float]:
-    """The interval ``e`` would have, its value kept, with ``m`` times as many independent units:
-    ``e.at_size(m)`` where the estimate knows it (exact for fractions of seeds), otherwise each end's
-    distance from the value shrunk by ``sqrt(m)`` (t and normal intervals, order statistics of a
-    median, slopes: a guide, not a guarantee).  An unbounded end stays unbounded."""
-    if e.at_size is not None:
-        return e.at_size(m)
-    s = math.sqrt(m)
-    return e.value - (e.value - e.lo) / s, e.value + (e.hi - e.value) / s
-
-
-def size_to_decide(e: Estimate, decide: Callable[[float, float], str], n: int, most: int = 100_000) -> int | None:
-    """The smallest number of units ``N >= n`` (``n``: the units ``e`` was measured on, e.g. seeds per
-    group) at which :func:`interval_at` would make ``decide(lo, hi)`` (a rule's
-    :meth:`~icl_lib.claims.Rule.decide`) something other than ``"INCONCLUSIVE"``: what would decide a
-    claim this measurement leaves undecided, at the measured value and spread.  ``None`` when no
-    ``N`` up to ``most`` does (the value lies on the rule's boundary, or the interval is unbounded)."""
-    n = check_int("n", n, 1)
-    if not (math.isfinite(e.value) and math.isfinite(e.lo) and math.isfinite(e.hi)):
-        return None
-    def decided(N: int) -> bool:
-        return decide(*interval_at(e, N / n)) != "INCONCLUSIVE"
-
-    below, N = n - 1, n  # geometric steps to a deciding size, then bisection for the first one
-    while not decided(N):
-        if N >= most:
-            return None
-        below, N = N, min(most, max(N + 1, int(N * 1.05)))
-    while N - below > 1:
-        mid = (below + N) // 2
-        below, N = (below, mid) if decided(mid) else (mid, N)
-    return N
-
-
 def paired_diff(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> Estimate:
     """Mean of ``a - b`` over shared test items (e.g. squared errors of two predictors on the same
     sequences) with its normal-approximation interval from the paired standard error."""
@@ -191,3 +132,50 @@ def mean_se_from_sums(s1, s2, n: int):
     mean = s1 / n
     var = (s2 - n * mean**2) / (n - 1)
     return mean, ((abs(var) + var) / 2) ** 0.5 / math.sqrt(n)
+
+
+# ------------------------------------------------------------------------------------ statistics
+def censored_median_ci(times: Sequence, level: float = LEVEL) -> Estimate:
+    """The median over seeds of a time that some seeds never reach within the budget (``None`` or
+    ``inf`` or ``nan``: right-censored), with the order-statistic interval of
+    :func:`~icl_lib.stats.median_ci`: it needs only the order of the values, so a censored seed counts as later than every observed
+    one.  The median or an end of its interval is ``inf`` when it falls on censored seeds."""
+    t = np.array([math.inf if v is None else float(v) for v in times], dtype=float)
+    if t.size == 0:
+        fail("times", list(times), "a non-empty sequence of numbers or None")
+    t[np.isnan(t)] = math.inf  # None in a float column of pandas
+    finite = t[np.isfinite(t)]
+    if finite.size == t.size:
+        return median_ci(t, level)
+    a = np.sort(t)
+    n = len(a)
+    k = 0
+    while k + 1 <= n // 2 and sps.binom.cdf(k, n, 0.5) <= (1 - level) / 2:
+        k += 1
+    lo, hi = (a[k - 1], a[n - k]) if k >= 1 else (-math.inf, math.inf)
+    mid = a[(n - 1) // 2] if n % 2 else (a[n // 2 - 1] + a[n // 2]) / 2
+    return Estimate(float(mid), float(lo), float(hi), level,
+                    f"median of {n} ({n - finite.size} censored), order-statistic interval")
+
+
+def linear_slope(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -> Estimate:
+    """The least-squares slope of ``y`` on ``x`` with its Student-t interval (n - 2 degrees of
+    freedom); with fewer than 3 points or no spread in ``x`` the interval is ``(-inf, inf)``."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape or not (np.isfinite(x).all() and np.isfinite(y).all()):
+        fail("y", f"{len(y)} values", f"as many finite values as x ({len(x)})")
+    if len(x) < 3 or np.ptp(x) == 0:
+        return Estimate(math.nan, -math.inf, math.inf, level, f"slope of {len(x)} points: undetermined")
+    fit = sps.linregress(x, y)
+    t = float(sps.t.ppf(0.5 + level / 2, len(x) - 2))
+    return Estimate(float(fit.slope), float(fit.slope - t * fit.stderr), float(fit.slope + t * fit.stderr), level,
+                    f"least-squares slope of {len(x)} points, t interval")
+
+
+def loglog_slope(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -> Estimate:
+    """:func:`linear_slope` of ``log y`` on ``log x`` (the exponent ``b`` of ``y ~ x^b``); the
+    points must be positive."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if (x <= 0).any() or (y <= 0).any():
+        fail("y", "non-positive values", "positive x and y for log axes")
+    return linear_slope(np.log(x), np.log(y), level)
