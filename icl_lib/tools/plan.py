@@ -99,9 +99,10 @@ def _dynamics(p: dict, profile: str) -> list[RunSpec]:  # chapter 3: the sweep's
 def _optimality(p: dict, profile: str) -> list[RunSpec]:  # chapter 5: the sweep, 2-head variants, xi = d / L
     data = DataConfig(d=p["d"], L=p["L"], sigma2=p["sigma2"])
     cfg = _train_cfg(p, profile)
-    return (_sweep(p, profile) + variant_specs(p["variant_seeds"], p["seed"], data, cfg)
-            + proportional_specs(p["prop_d"], literal_list("prop_xis", p["prop_xis"]), p["prop_seeds"], p["seed"],
-                                 p["sigma2"], cfg))
+    return (_sweep(p, profile, group="optimality")
+            + variant_specs(profile_seeds(profile, "variants", p["variant_seeds"]), p["seed"], data, cfg)
+            + proportional_specs(p["prop_d"], literal_list("prop_xis", p["prop_xis"]),
+                                 profile_seeds(profile, "proportional", p["prop_seeds"]), p["seed"], p["sigma2"], cfg))
 
 
 def _anisotropic(p: dict, profile: str) -> list[RunSpec]:  # chapter 6: two heads per rho and seed

@@ -8,7 +8,8 @@
 * :func:`length_curves`, :func:`length_table`, :func:`median_curves`, :func:`labelled`,
   :func:`reference_lines` -- the curves and tables of chapter 5's Figures 3 and 10;
 * :func:`length_estimates` -- the chapter's claims on Figure 3, with Bonferroni-simultaneous
-  intervals (:func:`~icl_lib.stats.extreme`, :func:`~icl_lib.stats.seed_ratio`).
+  intervals (:func:`~icl_lib.stats.extreme`, :func:`~icl_lib.stats.seed_ratio` for the means over
+  the positive/negative seeds, :func:`median_ratio_extreme` for the medians over every seed).
 
 Used by chapter 5.
 """
@@ -26,7 +27,7 @@ from ...config import DataConfig
 from ...data import sample_chunks
 from ...engine import Run, stack_models
 from ...seeding import derive_seed
-from ...stats import LEVEL, extreme, interval_image, seed_ratio
+from ...stats import LEVEL, Estimate, extreme, interval_image, median_of, seed_ratio
 from ...stats.combine import _extreme_of_intervals, _quantile
 from ...validate import check_int
 from .experiment import NAN, check_lengths
@@ -42,6 +43,7 @@ __all__ = [
     "labelled",
     "reference_lines",
     "median_curves",
+    "median_ratio_extreme",
 ]
 
 
@@ -131,6 +133,34 @@ def _seed_mean(e: torch.Tensor) -> tuple[float, float, float | None]:
     return float(e.mean()), math.sqrt(var), (R - 1 if R > 1 else None)
 
 
+def _model_losses(e: torch.Tensor, level: float) -> list[Estimate]:
+    """Each model's mean loss over the ``n`` sequences of ``e (R, n)``, with its normal interval."""
+    z = float(_quantile(level, 1))
+    m, se = e.mean(-1).numpy(), (e.std(-1) / math.sqrt(e.shape[-1])).numpy()
+    return [Estimate(float(a), float(a - z * b), float(a + z * b), level) for a, b in zip(m, se)]
+
+
+def median_ratio_extreme(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], what: str,
+                         level: float = LEVEL) -> Estimate:
+    """The largest ``median_a / median_b - 1`` over ``pairs`` of groups scored on the same sequences,
+    ``(a (Ra, n), b (Rb, n))`` squared errors, where ``median`` is the median over a group's seeds
+    of each model's loss (:func:`~icl_lib.stats.median_of`: order statistics over the seeds' own
+    intervals).  Each of the ``2 m`` medians is taken at level ``1 - (1 - level) / (2 m)``, so the
+    interval ``[largest lower end, largest upper end]`` holds the largest true ratio with
+    probability ``level`` (Bonferroni).  A median over every seed is not moved by a minority of
+    seeds far from the others (the single-sign seeds), as a mean is.  Chapter 5."""
+    m = len(pairs)
+    each = 1 - (1 - level) / (2 * max(m, 1))
+    vals, los, his = [], [], []
+    for a, b in pairs:
+        ma, mb = median_of(_model_losses(a, each), each), median_of(_model_losses(b, each), each)
+        vals.append(ma.value / mb.value - 1)
+        bounded = all(math.isfinite(x) for x in (ma.lo, ma.hi, mb.lo, mb.hi))
+        los.append(ma.lo / mb.hi - 1 if bounded and mb.hi > 0 else -math.inf)
+        his.append(ma.hi / mb.lo - 1 if bounded and mb.lo > 0 else math.inf)
+    return _extreme_of_intervals(vals, los, his, "max", what)
+
+
 def length_estimates(
     errors: Mapping[int, torch.Tensor], keep: Mapping[int, Sequence[int]], ref: Mapping[str, np.ndarray],
     Ls: Sequence[int], tol: float,
@@ -141,14 +171,16 @@ def length_estimates(
     * ``decreasing`` -- the largest relative change ``loss(L') / loss(L) - 1`` between consecutive
       lengths of the grid over *every* model (all ``H``, all seeds; independent test sets);
     * ``spread``, ``spread all seeds`` -- the largest ``loss_H / loss_H' - 1`` over lengths and
-      pairs of head counts ``H, H' >= 2`` (kept seeds / all seeds; :func:`~icl_lib.stats.seed_ratio`);
+      pairs of head counts ``H, H' >= 2``: of the mean losses over the kept seeds
+      (:func:`~icl_lib.stats.seed_ratio`), and of the median losses over every seed
+      (:func:`median_ratio_extreme`);
     * ``track`` -- the largest ``|loss_H / R_dGD(eta_learned) - 1|`` over ``H >= 2`` and lengths;
     * ``rivals`` -- at the shortest length, the smallest over ``H >= 2`` and two rival predictors
       (vanilla GD at the learned rate, debiased GD at ``eta*(L)``) of
       ``(|loss - R_rival| - |loss - R_dGD|) / R_dGD``: positive when the loss is nearer debiased GD
       at the learned rate;
     * ``beats single``, ``beats single all seeds`` -- the largest ``loss_H / loss_1 - 1`` over
-      ``H >= 2`` and lengths.
+      ``H >= 2`` and lengths (means over the kept seeds, medians over every seed).
 
     Each an :class:`~icl_lib.stats.Estimate` with Bonferroni-simultaneous intervals (``None``
     where its groups are missing).  ``values`` (glue keys): the deviation ``track``, the ``L`` and
@@ -185,12 +217,13 @@ def length_estimates(
         return vals, ses, dfs
 
     kept = lambda H: list(keep[H])  # noqa: E731
-    every = lambda H: list(range(errors[H].shape[0]))  # noqa: E731
     if len(multi) >= 2:
-        for key, sel, which in (("spread", kept, "pos/neg seeds"), ("spread all seeds", every, "all seeds")):
-            vals, ses, dfs = pairs(sel)
-            out[key] = extreme(vals, ses, "max", df=dfs,
-                               what=f"largest loss_H/loss_H' - 1 over L and H, H' >= 2 ({which})")
+        vals, ses, dfs = pairs(kept)
+        out["spread"] = extreme(vals, ses, "max", df=dfs,
+                                what="largest loss_H/loss_H' - 1 over L and H, H' >= 2 (pos/neg seeds)")
+        out["spread all seeds"] = median_ratio_extreme(
+            [(errors[H][:, j], errors[H2][:, j]) for H in multi for H2 in multi if H2 != H for j in range(len(Ls))],
+            "largest median loss_H / median loss_H' - 1 over L and H, H' >= 2 (every seed)")
         values["ch5_spread"] = out["spread"].value
     # tracking debiased GD at the learned rate, and its rivals at the shortest length
     dgd = np.asarray(ref["debiased GD"], dtype=float)
@@ -219,13 +252,16 @@ def length_estimates(
                                           f"smallest (|loss - R_rival| - |loss - R_dGD|)/R_dGD at L = {Ls[0]}")
     # multi-head against the single head
     if 1 in errors:
-        for key, sel in (("beats single", kept), ("beats single all seeds", every)):
-            vals, ses, dfs = [], [], []
-            for H in multi:
-                for j in range(len(Ls)):
-                    r, se, df = seed_ratio(errors[H][sel(H), j], errors[1][:, j])
-                    vals.append(r), ses.append(se), dfs.append(np.nan if df is None else df)
-            out[key] = extreme(vals, ses, "max", df=dfs, what=f"largest loss_H/loss_1 - 1 over H >= 2 and L ({key})")
+        vals, ses, dfs = [], [], []
+        for H in multi:
+            for j in range(len(Ls)):
+                r, se, df = seed_ratio(errors[H][kept(H), j], errors[1][:, j])
+                vals.append(r), ses.append(se), dfs.append(np.nan if df is None else df)
+        out["beats single"] = extreme(vals, ses, "max", df=dfs,
+                                      what="largest loss_H/loss_1 - 1 over H >= 2 and L (beats single)")
+        out["beats single all seeds"] = median_ratio_extreme(
+            [(errors[H][:, j], errors[1][:, j]) for H in multi for j in range(len(Ls))],
+            "largest median loss_H / median loss_1 - 1 over H >= 2 and L (every seed)")
     return out, values
 
 
