@@ -27,16 +27,23 @@ def test_the_quick_plan_lists_every_training_chapter_and_shares_runs():
     plan = book.book_plan("quick")
     assert set(plan) == {"01_setup", "02_patterns", "03_two_stage_dynamics", "05_optimality", "06_anisotropic",
                          "07_multitask", "09_phase_diagram"}
-    assert len(plan["02_patterns"]) == 48 and len(plan["05_optimality"]) == 24 + 5 * 6 + 3 * 4
+    # chapter 2: 12 seeds per head count and 6 per other optimiser setting (three heads; 3x the rate,
+    # a batch of 64, SGD); chapter 5: 6 seeds per head count, 6 per two-head variant, 4 per xi
+    assert len(plan["02_patterns"]) == 4 * 12 + 3 * 6 and len(plan["05_optimality"]) == 24 + 5 * 6 + 3 * 4
     ch2, ch3 = set(plan["02_patterns"]), set(plan["03_two_stage_dynamics"])
     assert len(ch3) == 3 * 9 and ch3 <= ch2  # chapter 3 reuses chapter 2's runs: H = 2..4, 9 of its 12 seeds
     assert set(plan["05_optimality"][:24]) <= ch2  # and chapter 5 its first 6 seeds
     assert plan["01_setup"][0] in plan["02_patterns"]
     assert all(s.train.steps == 4000 for c in plan if not c.startswith("09") for s in plan[c])
     paper = book.book_plan("paper")
-    assert all(s.train.steps == 500_000 for c in paper if not c.startswith("09") for s in paper[c])
-    papers = [c for c in plan if not c.startswith("09")]  # chapters 1-8: the same runs, longer
-    assert len(book.unique_specs({c: paper[c] for c in papers})) == len(book.unique_specs({c: plan[c] for c in papers}))
+    # the paper profile: 36 seeds per head count and 12 per other setting, 500,000 steps; chapter 2
+    # also reads chapter 9's anchor cells (two to four heads at the paper's setting, 48 seeds each)
+    long = [s for s in paper["02_patterns"] if s.train.steps == 500_000]
+    assert len(long) == 4 * 36 + 3 * 12 and len(paper["02_patterns"]) == len(long) + 3 * 48
+    assert set(paper["02_patterns"]) - set(long) <= set(paper["09_phase_diagram"])
+    assert set(paper["03_two_stage_dynamics"]) <= set(long) and len(paper["03_two_stage_dynamics"]) == 3 * 36
+    assert all(s.train.steps == 500_000 for c in paper if c not in ("02_patterns", "09_phase_diagram")
+               for s in paper[c])
     # chapter 9: the trap sweep (paper 528 runs, quick 80), then the grid's slice (paper 104, quick 92), whose
     # centre with two to four heads is the sweep's: 592 and 140 distinct runs, all to the chapter's horizon
     assert len(paper["09_phase_diagram"]) == 528 + 104 and len(set(paper["09_phase_diagram"])) == 592
@@ -45,7 +52,7 @@ def test_the_quick_plan_lists_every_training_chapter_and_shares_runs():
     assert {s.train.steps for s in plan["09_phase_diagram"]} == {6_000}
     assert min(s.seed for s in plan["09_phase_diagram"]) == 1000  # fresh seeds: not the other chapters'
     assert not set(plan["02_patterns"]) & set(plan["09_phase_diagram"])
-    over = book.book_plan("quick", overrides={"02_patterns": {"heads": "[2]", "seeds": 1}})
+    over = book.book_plan("quick", overrides={"02_patterns": {"heads": "[2]", "seeds": 1, "sens_heads": 0}})
     assert [s.model.heads for s in over["02_patterns"]] == [2]
 
 
@@ -53,7 +60,7 @@ def test_plan_command_describes_the_ensembles():
     p = subprocess.run([sys.executable, "-m", "icl_lib", "plan", "--profile", "quick", "--device", "cpu",
                         "--no-measure"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert "302 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
+    assert "320 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
     assert "d=5 L=40 tasks=1 softmax" in p.stdout and "384,000 model-steps" in p.stdout
     only = subprocess.run([sys.executable, "-m", "icl_lib", "plan", "--profile", "quick", "--device", "cpu",
                            "--no-measure", "--chapters", "02,05_optimality"], capture_output=True, text=True,
