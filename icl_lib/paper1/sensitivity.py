@@ -33,7 +33,7 @@ from ..circuits import PatternSummary
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
 from ..engine import Run, train
 from ..stats import LEVEL, Estimate, median_ci, proportion_ci
-from ..validate import check_int
+from ..validate import check_choice, check_int
 
 __all__ = ["ALTERNATIVES", "FIRST_SEED", "SGD_LR", "alternative_configs", "sensitivity_specs", "train_sensitivity",
            "group_scales", "dummy_fraction", "end_states", "end_state_table"]
@@ -91,13 +91,16 @@ def group_scales(patterns: Sequence[PatternSummary]) -> dict[str, np.ndarray]:
             "mu+": np.array([sum(m for m in p.mu if m > 0) for p in pn])}
 
 
-def dummy_fraction(patterns: Sequence[PatternSummary], level: float = LEVEL) -> Estimate:
-    """The fraction of the models of ``patterns`` in the positive/negative pattern that have at least
-    one dummy head, with its exact interval (paper 1, C.1 (iii)).  Chapter 2."""
-    pn = [p for p in patterns if p.kind == "pos/neg"]
-    if not pn:
-        return Estimate(float("nan"), -float("inf"), float("inf"), level, "no model in the pattern")
-    return proportion_ci(sum(p.n_dummy > 0 for p in pn), len(pn), level)
+def dummy_fraction(patterns: Sequence[PatternSummary], level: float = LEVEL, among: str = "pos/neg") -> Estimate:
+    """The fraction of the models of ``patterns`` that have at least one dummy head, with its exact
+    interval (paper 1, C.1 (iii)): among those in the positive/negative pattern (``among="pos/neg"``)
+    or among all of them (``"all"``; a two-head model in the pattern has two live heads by
+    definition, so only ``"all"`` can find a dummy head there).  Chapter 2."""
+    check_choice("among", among, ("pos/neg", "all"))
+    pool = list(patterns) if among == "all" else [p for p in patterns if p.kind == "pos/neg"]
+    if not pool:
+        return Estimate(float("nan"), -float("inf"), float("inf"), level, f"no model ({among})")
+    return proportion_ci(sum(p.n_dummy > 0 for p in pool), len(pool), level)
 
 
 def end_states(runs: Mapping[str, Sequence[Run]]) -> dict[str, dict]:

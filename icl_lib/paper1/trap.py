@@ -9,9 +9,10 @@ declares the sweep that measures it and reads its runs.
 
 * :class:`TrapSweep` -- the cells (head count, initial scale, Adam rate) and their seeds: every
   head count at the paper's rate over the initial scales, and the two-head model also at the other
-  rates; the paper's cell and the smallest scale of every head count get ``anchor_seeds`` seeds
-  (enough for an exact interval to clear 0.9 when every seed reaches the pattern), the others
-  ``seeds``.  The seeds start at ``seed`` (the other chapters use seeds below 100), and every cell
+  rates; the anchor cells -- the paper's rate at the first and the smallest scale of every head
+  count, and the two-head model's first scale at the other rates -- get ``anchor_seeds`` seeds
+  (in the paper profile enough to decide "consistently" and the comparisons between anchors at
+  the rates the sweep measures), the others ``seeds``.  The seeds start at ``seed`` (the other chapters use seeds below 100), and every cell
   uses the same seeds, so that a seed's initialisation at scale ``g`` is ``g`` times its
   initialisation at scale 1 (:meth:`AttentionEnsemble.reset_parameters`).
 * :data:`STEPS` -- the training horizon by profile: the stored 500,000-step runs of chapter 2 settle
@@ -55,7 +56,7 @@ FIRST_SEED = 1000  # the sweep's first seed: fresh (the other chapters use seeds
 SWEEP = {
     "quick": dict(heads=(2, 3), init_scales=(1.0, 0.1), lrs=(1e-3, 3e-3), seeds=8, anchor_seeds=16),
     "paper": dict(heads=(2, 3, 4), init_scales=(1.0, 0.3, 0.1, 0.03), lrs=(1e-3, 3e-3), seeds=24,
-                  anchor_seeds=48),
+                  anchor_seeds=128),
 }
 D, L, SIGMA2 = 5, 40, 0.1  # paper 1's setting (Section 2)
 
@@ -67,7 +68,8 @@ class TrapSweep:
     ``heads`` (H in [2, 8]) train at ``lrs[0]`` over every initial scale; ``lr_heads`` (one of
     ``heads``, default the first) also at every other rate.  The first initial scale and the first rate are the
     paper's (PyTorch's default, 1e-3); the anchor cells -- ``lrs[0]`` at the first and the last
-    initial scale, every head count -- train ``anchor_seeds`` seeds, the others ``seeds``.
+    initial scale, every head count, and ``lr_heads`` at the first scale and every other rate --
+    train ``anchor_seeds`` seeds, the others ``seeds``.
     """
 
     heads: tuple = (2, 3, 4)
@@ -100,9 +102,11 @@ class TrapSweep:
         return Cell(H, D, L, SIGMA2, self.lrs[0] if lr is None else lr, g)
 
     def anchors(self) -> list[Cell]:
-        """The cells with ``anchor_seeds`` seeds: the paper's rate at the first and last scale."""
+        """The cells with ``anchor_seeds`` seeds: the paper's rate at the first and last scale,
+        every head count, then ``lr_heads`` at the first scale and every other rate."""
         ends = dict.fromkeys((self.init_scales[0], self.init_scales[-1]))
-        return [self.cell(H, g) for H in self.heads for g in ends]
+        return ([self.cell(H, g) for H in self.heads for g in ends]
+                + [self.cell(self.lr_heads, None, lr) for lr in self.lrs[1:]])
 
     def plan(self) -> dict[Cell, int]:
         """``{cell: seeds}``: every head count at the first rate over the scales, then the other
@@ -222,7 +226,7 @@ def settled_steps(runs: Sequence[Run]) -> pd.DataFrame:
                          for r in runs])
 
 
-def stored_long_runs(heads: Sequence[int] = (2, 3, 4), seeds: int = 12) -> dict[int, list[Run]]:
+def stored_long_runs(heads: Sequence[int] = (2, 3, 4), seeds: int = 36) -> dict[int, list[Run]]:
     """Chapter 2's paper-profile runs (500,000 Adam steps, seeds ``0 .. seeds - 1``) of ``heads``
     from the run store, ``{H: [runs]}``; a head count the store does not hold whole is left out
     (nothing is trained)."""

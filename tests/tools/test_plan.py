@@ -37,17 +37,17 @@ def test_the_quick_plan_lists_every_training_chapter_and_shares_runs():
     assert all(s.train.steps == 4000 for c in plan if not c.startswith("09") for s in plan[c])
     paper = book.book_plan("paper")
     # the paper profile: 36 seeds per head count and 12 per other setting, 500,000 steps; chapter 2
-    # also reads chapter 9's anchor cells (two to four heads at the paper's setting, 48 seeds each)
+    # also reads chapter 9's anchor cells (two to four heads at the paper's setting, 128 seeds each)
     long = [s for s in paper["02_patterns"] if s.train.steps == 500_000]
-    assert len(long) == 4 * 36 + 3 * 12 and len(paper["02_patterns"]) == len(long) + 3 * 48
+    assert len(long) == 4 * 36 + 3 * 12 and len(paper["02_patterns"]) == len(long) + 3 * 128
     assert set(paper["02_patterns"]) - set(long) <= set(paper["09_phase_diagram"])
     assert set(paper["03_two_stage_dynamics"]) <= set(long) and len(paper["03_two_stage_dynamics"]) == 3 * 36
     assert all(s.train.steps == 500_000 for c in paper if c not in ("02_patterns", "09_phase_diagram")
                for s in paper[c])
-    # chapter 9: the trap sweep (paper 528 runs, quick 80), then the grid's slice (paper 104, quick 92), whose
-    # centre with two to four heads is the sweep's: 592 and 140 distinct runs, all to the chapter's horizon
-    assert len(paper["09_phase_diagram"]) == 528 + 104 and len(set(paper["09_phase_diagram"])) == 592
-    assert len(plan["09_phase_diagram"]) == 80 + 92 and len(set(plan["09_phase_diagram"])) == 140
+    # chapter 9: the trap sweep (paper 1,112 runs, quick 88), then the grid's slice (paper 104, quick 92),
+    # whose centre with two to four heads is the sweep's: 1,176 and 148 distinct runs, all to the horizon
+    assert len(paper["09_phase_diagram"]) == 1112 + 104 and len(set(paper["09_phase_diagram"])) == 1176
+    assert len(plan["09_phase_diagram"]) == 88 + 92 and len(set(plan["09_phase_diagram"])) == 148
     assert {s.train.steps for s in paper["09_phase_diagram"]} == {20_000}
     assert {s.train.steps for s in plan["09_phase_diagram"]} == {6_000}
     assert min(s.seed for s in plan["09_phase_diagram"]) == 1000  # fresh seeds: not the other chapters'
@@ -60,7 +60,7 @@ def test_plan_command_describes_the_ensembles():
     p = subprocess.run([sys.executable, "-m", "icl_lib", "plan", "--profile", "quick", "--device", "cpu",
                         "--no-measure"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert "320 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
+    assert "328 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
     assert "d=5 L=40 tasks=1 softmax" in p.stdout and "384,000 model-steps" in p.stdout
     only = subprocess.run([sys.executable, "-m", "icl_lib", "plan", "--profile", "quick", "--device", "cpu",
                            "--no-measure", "--chapters", "02,05_optimality"], capture_output=True, text=True,
