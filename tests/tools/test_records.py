@@ -153,7 +153,7 @@ def test_a_claims_only_record_keeps_no_notebook_and_follows_every_deciding_modul
     shutil.copytree(ROOT / "icl_lib", tmp_path / "icl_lib", ignore=shutil.ignore_patterns("__pycache__"))
     mods = records.modules_of(name, tmp_path)
     assert "stats/intervals.py" in mods and "paper1/sweeps.py" in mods and "engine/store.py" in mods
-    assert not any(m.startswith(("tools/", "figures/")) for m in mods)
+    assert not any(m.startswith(("tools/", "figures/", "paper2/")) for m in mods)
 
     def execute(notebook, env):
         import os
@@ -202,6 +202,10 @@ def test_the_recorded_modules_cover_every_module_they_import():
         imported = set().union(*(_icl_imports(ROOT / "icl_lib" / m) for m in declared))
         missing = imported - declared - {"engine/profiles.py", "config.py", "version.py"}
         assert not missing, f"{name}: {sorted(missing)} missing from RECORDED"
+        code = "".join("".join(c["source"]) for c in json.loads((ROOT / "book" / f"{name}.ipynb").read_text())["cells"]
+                       if c["cell_type"] == "code")
+        for folder in spec.excluded:  # a folder left out of the fingerprint is one the chapter never imports
+            assert f"icl_lib.{folder.strip('/').replace('/', '.')}" not in code, (name, folder)
 
 
 def test_every_recorded_chapter_has_a_current_committed_record():
