@@ -66,7 +66,7 @@ SETTINGS: dict[str, dict[str, dict]] = {
             rate_start=0.5, n_rate=1024, K_rate=2, R_rate=16, steps_rate=80,
             distances=(0.01, 0.03, 0.1, 0.2, 0.3, 0.5, 1.0), n_dirs=128, n_basin=256,
             bias_multiples=(4, 8, 16, 32, 64, 128), bias_tokens=2**20, R_bias=8, lemma4_r=0.1, lemma4_dirs=16,
-            lemma4_n_init=16384, lemma4_K=4096, R_reg=8, starts_reg=16, steps_reg=1500,
+            lemma4_n_init=16384, lemma4_K=512, R_reg=8, starts_reg=16, steps_reg=1500,
             dims=(2, 3, 4, 6, 8, 12, 16, 24), R_dim=8, steps_dim=600, n_per_d=1024,
         ),
     },
