@@ -81,6 +81,7 @@ METHODS = {
     "no_precond": Method("no preconditioner", "spectral", True, "none"),
     "gd_spectral": Method("plain GD, spectral start", "spectral", False, "none"),
     "gd": Method("plain GD, small random start", "random", False, "none"),
+    "gd_reg_random": Method("GD on Q, small random start", "random", True, "none"),
     "adam": Method("Adam, small random start", "random", False, "none", "adam"),
 }
 
@@ -251,7 +252,7 @@ class P2Run:
 
 
 def run(problem: Problem, method: Method | str, cfg: RunConfig, seed: int = 0, keep: bool = False,
-        theta0: tuple[torch.Tensor, torch.Tensor] | None = None) -> P2Run:
+        theta0: tuple[torch.Tensor, torch.Tensor] | None = None, eta: torch.Tensor | None = None) -> P2Run:
     """Run ``method`` on the ``R`` problems with the oracle and schedule of ``cfg`` (chapter 8).
 
     The initialisation sample, the random start and the oracle's batches come from independent
@@ -259,7 +260,8 @@ def run(problem: Problem, method: Method | str, cfg: RunConfig, seed: int = 0, k
     ``keep=True`` also keeps every iterate (``A_hist``, ``B_hist``).  ``theta0 = (A0, B0)`` starts
     the iteration there instead; the step size and the preconditioner still come from the spectral
     start of the initialisation sample, so two runs with the same seed and different ``theta0`` see
-    the same oracle batches, step and preconditioner (chapter 8 couples them so).
+    the same oracle batches, step and preconditioner (chapter 8 couples them so).  ``eta (R,)``
+    replaces the rule's step of a gradient method (two losses then run with one step).
     """
     if isinstance(method, str):
         method = METHODS[check_choice("method", method, tuple(METHODS))]
@@ -287,8 +289,10 @@ def run(problem: Problem, method: Method | str, cfg: RunConfig, seed: int = 0, k
         A.requires_grad_(True)
         B.requires_grad_(True)
         opt = torch.optim.Adam([A, B], lr=cfg.adam_lr)
-    else:
+    elif eta is None:
         eta = step_size(start, method, cfg.eta_scale)
+    elif eta.shape != (R,) or not bool((eta > 0).all()):
+        raise ValueError(f"eta={eta.tolist()} is invalid: accepted {R} positive steps, one per repetition")
     T = cfg.steps
     t_tail = T - max(1, int(round(cfg.tail * T)))
     excess = torch.empty(T + 1, R, dtype=A.dtype, device=dev)

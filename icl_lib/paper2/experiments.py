@@ -16,6 +16,9 @@ check:
 * :func:`finite_rate`          -- Algorithm 1 with both oracles from one far start (Theorem 2's ``mu^m``);
 * :func:`comparison_table`     -- the finite-n floors of the methods, paired over problems.
 
+Lemmas 1, 2 and 4, the regulariser from random starts and the rate against ``d`` have their own
+modules (:mod:`~icl_lib.paper2.lemmas`, :mod:`~icl_lib.paper2.regulariser`, :mod:`~icl_lib.paper2.dimension`).
+
 The matrices are tiny (``d, p`` of a few units) and batched, so one CPU thread is as fast as two and
 does not suffer from a shared machine: the drivers run under :func:`single_thread` on the CPU.
 """
@@ -91,11 +94,23 @@ class Ch8Settings:
     bias_multiples: tuple  # sequence lengths of the gradient-bias Monte Carlo (Theorem 3), in units of d
     bias_tokens: int  # K * n per sequence length in that Monte Carlo
     R_bias: int  # problems of that Monte Carlo
+    lemma4_r: float  # Lemma 4's points: relative P-distance from S
+    lemma4_dirs: int  # their number (random directions)
+    lemma4_n_init: int  # samples of the empirical preconditioner P_hat there
+    lemma4_K: int  # fresh sequences of the oracle's Monte Carlo at each point
+    R_reg: int  # problems of the random-start runs with and without the regulariser
+    starts_reg: int  # small random starts per problem
+    steps_reg: int  # population-oracle iterations of those runs
+    dims: tuple  # dimensions d of the rate-against-d sweep (p / d fixed)
+    R_dim: int  # problems per dimension
+    steps_dim: int  # population-oracle iterations per rate fit
+    n_per_d: int  # samples per dimension of the spectral start and P_hat there (n_init = n_per_d d)
 
     def __post_init__(self):
         for name in ("n", "K", "steps", "steps_pop", "R_kappa", "steps_kappa", "mc_tokens", "R_dist", "R_floor",
                      "steps_floor", "R_compare", "n_rate", "K_rate", "R_rate", "steps_rate", "n_dirs", "n_basin",
-                     "bias_tokens", "R_bias"):
+                     "bias_tokens", "R_bias", "lemma4_dirs", "lemma4_n_init", "lemma4_K", "R_reg", "starts_reg",
+                     "steps_reg", "R_dim", "steps_dim", "n_per_d"):
             object.__setattr__(self, name, check_int(name, getattr(self, name), 1))
         object.__setattr__(self, "n", check_int("n", self.n, 2))
         object.__setattr__(self, "kappas", check_float_list("kappas", self.kappas, 1.0))
@@ -109,7 +124,9 @@ class Ch8Settings:
         object.__setattr__(self, "R_rate", check_int("R_rate", self.R_rate, 2))
         object.__setattr__(self, "R_bias", check_int("R_bias", self.R_bias, 2))
         object.__setattr__(self, "rate_start", check_float("rate_start", self.rate_start, 0.0, 1.0, True))
-        for name in ("n_gap", "n_dist", "floor_multiples", "bias_multiples"):
+        object.__setattr__(self, "lemma4_r", check_float("lemma4_r", self.lemma4_r, 0.0, 1.0, True))
+        object.__setattr__(self, "dims", check_int_list("dims", self.dims, 2, 64))
+        for name in ("n_gap", "n_dist", "floor_multiples", "bias_multiples", "dims"):
             if len(getattr(self, name)) < 3:
                 values = list(getattr(self, name))
                 raise ValueError(f"{name}={values!r} is invalid: accepted at least 3 values (a slope is fitted)")
@@ -317,7 +334,9 @@ def one_point_scan(problem: Problem, distances, n_random: int, seed: int = 0, nu
     (largest, squared); ``null_Q``/``null_L`` count the Hessian eigenvalues below ``null_tol``
     times the largest with and without the regulariser (``dim S = d(d-1)/2``; ``L`` alone is flat
     along ``d^2`` directions).  Returns ``{"r": (S,), "dist": (S, U), "a": (S, U), "b": (S, U),
-    "alpha", "beta", "null_Q", "null_L", "n_random", "scale"}``, ``U`` the directions.
+    "alpha", "beta", "null_Q", "null_L", "n_random", "scale", "points", "projections"}``, ``U`` the
+    directions; ``points`` and ``projections`` are ``(A, B)`` of the ``S U`` points and of their
+    P-projections onto ``S``, in the order of the flattened ``(S, U)`` (Lemmas 1 and 2 use them).
     """
     check_int("n_random", n_random, 0)
     pr = problem.member(0)
@@ -338,12 +357,14 @@ def one_point_scan(problem: Problem, distances, n_random: int, seed: int = 0, nu
     N = len(rs) * nU
     step = (rs[:, None, None, None] * scale * U[None]).reshape(N, pr.p + pr.d, pr.d)
     big = _repeat(pr, N)
+    A_pts, B_pts = A_s[0] + step[:, : pr.p], B_s[0] + step[:, pr.p :]
     with single_thread(pr.M.device):
-        res = one_point_ratios(big, A_s[0] + step[:, : pr.p], B_s[0] + step[:, pr.p :], True)
+        res = one_point_ratios(big, A_pts, B_pts, True)
     shape = (len(rs), nU)
     return {"r": rs, "dist": res["dist"].reshape(shape) / scale, "a": res["a"].reshape(shape),
             "b": res["b"].reshape(shape), "alpha": lam[m].item(), "beta": lam[-1].item() ** 2, "null_Q": null_Q,
-            "null_L": null_L, "n_random": n_random, "scale": scale}
+            "null_L": null_L, "n_random": n_random, "scale": scale, "points": (A_pts, B_pts),
+            "projections": (res["A_p"], res["B_p"])}
 
 
 def spectral_start_distances(problem: Problem, n: int, N: int, seed: int = 0) -> torch.Tensor:

@@ -123,6 +123,36 @@ def _orthogonal_min(Z: torch.Tensor, W: torch.Tensor, Sm: torch.Tensor, O0: torc
         return omega(torch.as_tensor(res.x, dtype=Z.dtype).reshape(N, m))
 
 
+def _newton_polish(Z: torch.Tensor, W: torch.Tensor, Sm: torch.Tensor, Om: torch.Tensor, iters: int = 3) -> torch.Tensor:
+    """Newton steps on ``||Z - W Omega Sm||_F^2`` over ``Omega = Om expm(S)``, ``S`` skew, from
+    ``Om (N, d, d)``, every member at once (the sum is separable, so the Hessian is block-diagonal);
+    a member whose Hessian is not positive definite keeps its ``Omega``.  L-BFGS's line search stops
+    where the function's round-off hides its decrease, about ``sqrt(eps)`` of the gradient; Newton
+    steps solve the first-order condition (paper 2's Lemma 1) to round-off instead.  Chapter 8."""
+    N, _, d = Z.shape
+    iu = torch.triu_indices(d, d, 1)
+    m = len(iu[0])
+    if m == 0:
+        return Om
+    for _ in range(iters):
+        v = torch.zeros(N, m, dtype=Z.dtype, requires_grad=True)
+        S = torch.zeros(N, d, d, dtype=Z.dtype)
+        S[:, iu[0], iu[1]] = v
+        val = (Z - W @ (Om @ torch.linalg.matrix_exp(S - transpose(S))) @ Sm).pow(2).sum()
+        (g,) = torch.autograd.grad(val, v, create_graph=True)
+        H = torch.stack([torch.autograd.grad(g[:, j].sum(), v, retain_graph=True)[0] for j in range(m)], 1)
+        g, H = g.detach(), 0.5 * (H + transpose(H)).detach()  # (N, m), (N, m, m)
+        L, info = torch.linalg.cholesky_ex(H)
+        ok = info == 0
+        step = torch.zeros_like(g)
+        if ok.any():
+            step[ok] = -torch.cholesky_solve(g[ok][..., None], L[ok])[..., 0]
+        S = torch.zeros(N, d, d, dtype=Z.dtype)
+        S[:, iu[0], iu[1]] = step
+        Om = Om @ torch.linalg.matrix_exp(S - transpose(S))
+    return Om
+
+
 def manifold_projection(problem: Problem, A: torch.Tensor, B: torch.Tensor, restarts: int = 0,
                         seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The projection of ``theta = (A, B)`` onto the manifold of minima ``S`` in the P-geometry
@@ -133,7 +163,7 @@ def manifold_projection(problem: Problem, A: torch.Tensor, B: torch.Tensor, rest
     numerically, for all repetitions at once: from the whitened Procrustes solution, from it with
     one column flipped (the other component of ``O(d)``) and from ``restarts`` random rotations; the
     first is run to convergence, the others for 50 iterations and then to convergence where they
-    are already better; the best is kept.  Returns ``(distance (R,), A(J) (R, p, d), B(J) (R, d, d))``.  Chapter 8.
+    are already better; the best is kept and polished by Newton steps (:func:`_newton_polish`).  Returns ``(distance (R,), A(J) (R, p, d), B(J) (R, d, d))``.  Chapter 8.
     """
     check_int("restarts", restarts, 0, 1000)
     U, G, V = _svd_target(problem)
@@ -166,6 +196,10 @@ def manifold_projection(problem: Problem, A: torch.Tensor, B: torch.Tensor, rest
             d_w = value(om_w, idx)
             keep = d_w < best[idx]
             best[idx[keep]], best_om[idx[keep]] = d_w[keep], om_w[keep]
+    polished = _newton_polish(Z, Ws, Sm, best_om)
+    d_pol = value(polished)
+    keep = d_pol <= best * (1 + 1e-12)  # a Newton step that does not lower the distance is not taken
+    best[keep], best_om[keep] = d_pol[keep], polished[keep]
     g = torch.diag_embed(G.sqrt()).cpu()
     A_p = U.cpu() @ g @ best_om @ Sm
     B_p = Sm @ V.cpu() @ g @ best_om @ Sm
@@ -246,7 +280,8 @@ def one_point_ratios(problem: Problem, A: torch.Tensor, B: torch.Tensor, regular
     With ``theta*`` the P-projection of ``theta`` onto ``S`` (:func:`manifold_projection`),
     ``Delta = theta - theta*`` and ``Z = grad Q(theta)`` (population, closed form), returns
     ``{"dist": ||Delta||_P, "a": <P^{-1} Z, Delta>_P / ||Delta||_P^2, "b": ||P^{-1} Z||_P^2 /
-    ||Delta||_P^2}``, each ``(R,)``: one-point strong convexity is ``a >= alpha``, one-point
+    ||Delta||_P^2}``, each ``(R,)``, and the projection ``"A_p", "B_p"`` (paper 2's Lemma 1 is
+    about it, :mod:`icl_lib.paper2.lemmas`): one-point strong convexity is ``a >= alpha``, one-point
     smoothness ``b <= beta`` (``<X, Y>_P = tr(X^T P Y)``, so ``<P^{-1} Z, Delta>_P = tr(Z^T Delta)``
     and ``||P^{-1} Z||_P^2 = tr(Z^T P^{-1} Z)``).  Chapter 8.
     """
@@ -257,7 +292,7 @@ def one_point_ratios(problem: Problem, A: torch.Tensor, B: torch.Tensor, regular
     Si = torch.linalg.inv(problem.Sigma)
     sq = gA.pow(2).sum((-1, -2)) + ((Si @ gB) * gB).sum((-1, -2))
     d2 = dist.pow(2)
-    return {"dist": dist, "a": inner / d2, "b": sq / d2}
+    return {"dist": dist, "a": inner / d2, "b": sq / d2, "A_p": Ap, "B_p": Bp}
 
 
 def hessian_P(problem: Problem, A: torch.Tensor, B: torch.Tensor, regularised: bool = True):

@@ -5,7 +5,8 @@ Goel, Soltanolkotabi, Bartlett (2026):
 * :class:`LossMC`, :func:`mc_loss` -- Monte Carlo of ``E[L_hat(theta)]`` for sequences of length
   ``n``, and of its gap to the population loss ``L(theta)`` (Section 4);
 * :class:`BiasMC`, :func:`gradient_bias` -- Monte Carlo of ``||E[grad Q_hat(theta)] - grad
-  Q(theta)||_F^2`` (Theorem 3).
+  Q(theta)||_F^2`` (Theorem 3), from :func:`sequence_gradients`, each fresh sequence's own
+  gradient of ``Q_hat`` (also Lemma 4's Monte Carlo, :mod:`icl_lib.paper2.lemmas`).
 
 Used by chapter 8's experiments (:mod:`icl_lib.paper2.experiments`).
 """
@@ -26,6 +27,7 @@ __all__ = [
     "BiasMC",
     "gradient_bias",
     "mc_loss",
+    "sequence_gradients",
 ]
 
 
@@ -86,8 +88,26 @@ def gradient_bias(problem: Problem, A, B, n: int, K: int, gen: torch.Generator, 
     """
     n, K = check_int("n", n, 2), check_int("K", K, 2)
     gA0, gB0 = population_grad(A, B, problem.M, problem.Sigma, regularised)
+    gA, gB = sequence_gradients(problem, A, B, n, K, gen, regularised)  # (R, K, p, d), (R, K, d, d)
+    v = torch.cat([(gA - gA0[:, None]).flatten(2), (gB - gB0[:, None]).flatten(2)], -1)  # (R, K, D)
+    m = v.mean(1)
+    c = v - m[:, None]
+    cov = transpose(c) @ c / (K - 1)  # (R, D, D)
+    noise = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1) / K
+    se = 2 * ((m[:, None] @ cov @ m[..., None]).reshape(-1).clamp_min(0) / K).sqrt()
+    return BiasMC(n, m.pow(2).sum(-1) - noise, se, noise)
+
+
+def sequence_gradients(problem: Problem, A, B, n: int, K: int, gen: torch.Generator,
+                       regularised: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gradients of ``Q_hat = L_hat + R_hat`` (or of ``L_hat``) at ``theta = (A, B)`` on each of
+    ``K`` fresh sequences of length ``n``, the sequence's own ``Sigma_hat`` in ``R_hat``:
+    ``(R, K, p, d)`` and ``(R, K, d, d)``; their mean estimates the oracle's ``E[grad Q_hat]``
+    (paper 2, Section 3.1).  Sequences are drawn in chunks to bound memory.  Chapter 8 (Theorem 3,
+    Lemma 4)."""
+    n, K = check_int("n", n, 2), check_int("K", K, 1)
     chunk = max(1, 2**22 // (problem.R * n * n))
-    vs, left = [], K
+    outA, outB, left = [], [], K
     while left > 0:
         k = min(chunk, left)
         X, Y = sample(problem, k, n, gen)  # (R, k, n, d), (R, k, n, p)
@@ -95,12 +115,7 @@ def gradient_bias(problem: Problem, A, B, n: int, K: int, gen: torch.Generator, 
         if regularised:
             rA, rB = regulariser_grad(A, B, transpose(X) @ X / n, per_sequence=True)
             gA, gB = gA + rA, gB + rB
-        vs.append(torch.cat([(gA - gA0[:, None]).flatten(2), (gB - gB0[:, None]).flatten(2)], -1))
+        outA.append(gA)
+        outB.append(gB)
         left -= k
-    v = torch.cat(vs, 1)  # (R, K, D)
-    m = v.mean(1)
-    c = v - m[:, None]
-    cov = transpose(c) @ c / (K - 1)  # (R, D, D)
-    noise = torch.diagonal(cov, dim1=-2, dim2=-1).sum(-1) / K
-    se = 2 * ((m[:, None] @ cov @ m[..., None]).reshape(-1).clamp_min(0) / K).sqrt()
-    return BiasMC(n, m.pow(2).sum(-1) - noise, se, noise)
+    return torch.cat(outA, 1), torch.cat(outB, 1)

@@ -68,9 +68,10 @@ class Recorded:
 RECORDED: dict[str, Recorded] = {
     "08_preconditioned_convergence": Recorded(
         profile="paper",
-        modules=("paper2/__init__.py", "paper2/algorithms.py", "paper2/data.py", "paper2/experiment_fits.py",
-                 "paper2/experiments.py", "paper2/fits.py", "paper2/loss.py", "paper2/manifold.py",
-                 "paper2/monte_carlo.py", "stats/__init__.py", "stats/combine.py", "stats/decide.py",
+        modules=("paper2/__init__.py", "paper2/algorithms.py", "paper2/data.py", "paper2/dimension.py",
+                 "paper2/experiment_fits.py", "paper2/experiments.py", "paper2/fits.py", "paper2/lemmas.py",
+                 "paper2/loss.py", "paper2/manifold.py", "paper2/monte_carlo.py", "paper2/regulariser.py",
+                 "stats/__init__.py", "stats/combine.py", "stats/decide.py",
                  "stats/estimate.py", "stats/intervals.py", "claims.py", "seeding.py", "validate.py",
                  "figures/curves.py", "figures/style.py"),
         settings=("paper2.ch8",),

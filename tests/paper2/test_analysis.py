@@ -164,6 +164,10 @@ def test_escape_time():
         ({"n_dist": [1, 64, 256]}, "n_dist[0]"),
         ({"init_scales": [1e-1, 2.0, 1e-3]}, "init_scales[1]"),
         ({"K": 0}, "K"),
+        ({"dims": [2, 4]}, "dims"),
+        ({"dims": [2, 1, 8]}, "dims[1]"),
+        ({"lemma4_r": 0.0}, "lemma4_r"),
+        ({"starts_reg": 0}, "starts_reg"),
     ],
 )
 def test_invalid_settings(override, name):
