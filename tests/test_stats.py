@@ -72,6 +72,9 @@ def test_size_to_decide_shrinks_other_intervals_as_one_over_root_n():
     assert size_to_decide(Estimate(0.06, 0.02, 0.10), Above(0.05).decide, 8) in (128, 129)  # 8 (0.04 / 0.01) ** 2
     assert size_to_decide(Estimate(0.05, 0.02, 0.08), Above(0.05).decide, 8) is None
     assert size_to_decide(Estimate(0.2, 0.15, 0.25), Above(0.05).decide, 8) == 8  # already decided
+    # measured on more units than 100,000 (Monte Carlo tokens): the search reaches beyond them
+    big = size_to_decide(Estimate(-0.005, -0.0126, 0.0023), Within(-0.01, 0.01).decide, 262_144)
+    assert big is not None and 262_144 < big < 4 * 262_144
     assert interval_at(Estimate(1.0, 0.0, 4.0), 4.0) == (0.5, 2.5)  # each end's distance halves
     # a compound rule: inside the window and away from the rival; a window it overlaps decides FAIL
     rule = Within(-0.02, 0.02) & Excludes(-0.013)

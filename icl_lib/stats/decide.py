@@ -35,13 +35,15 @@ def interval_at(e: Estimate, m: float) -> tuple[float, float]:
     return e.value - (e.value - e.lo) / s, e.value + (e.hi - e.value) / s
 
 
-def size_to_decide(e: Estimate, decide: Callable[[float, float], str], n: int, most: int = 100_000) -> int | None:
+def size_to_decide(e: Estimate, decide: Callable[[float, float], str], n: int, most: int | None = None) -> int | None:
     """The smallest number of units ``N >= n`` (``n``: the units ``e`` was measured on, e.g. seeds per
     group) at which :func:`interval_at` would make ``decide(lo, hi)`` (a rule's
     :meth:`~icl_lib.claims.Rule.decide`) something other than ``"INCONCLUSIVE"``: what would decide a
     claim this measurement leaves undecided, at the measured value and spread.  ``None`` when no
-    ``N`` up to ``most`` does (the value lies on the rule's boundary, or the interval is unbounded)."""
+    ``N`` up to ``most`` (default: 10,000 times ``n``, at least 100,000) does (the value lies on the
+    rule's boundary, or the interval is unbounded)."""
     n = check_int("n", n, 1)
+    most = max(100_000, 10_000 * n) if most is None else check_int("most", most, 1)
     if not (math.isfinite(e.value) and math.isfinite(e.lo) and math.isfinite(e.hi)):
         return None
     def decided(N: int) -> bool:
