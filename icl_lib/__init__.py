@@ -44,6 +44,7 @@ from .engine import (
     stack_models,
     train,
     train_config,
+    train_groups,
 )
 from .models import AttentionEnsemble, kernel_regression_predict
 from .seeding import derive_seed
@@ -78,4 +79,5 @@ __all__ = [
     "summarize_pattern",
     "train",
     "train_config",
+    "train_groups",
 ]

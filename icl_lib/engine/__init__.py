@@ -6,7 +6,7 @@
 * :mod:`~icl_lib.engine.fused`     -- the fused CPU backend, its numba code in :mod:`~icl_lib.engine.fused_math`,
   :mod:`~icl_lib.engine.fused_random` and :mod:`~icl_lib.engine.fused_kernels`
 * :mod:`~icl_lib.engine.trainer`   -- :class:`EnsembleTrainer`: state, checkpoints, history, the loop
-* :mod:`~icl_lib.engine.training`  -- :func:`train`: cache look-up, grouping, concurrency
+* :mod:`~icl_lib.engine.training`  -- :func:`train`: cache look-up, grouping, concurrency; :func:`train_groups`
 * :mod:`~icl_lib.engine.cluster`   -- a plan's ensembles trained on a Dask cluster
 * :mod:`~icl_lib.engine.run`       -- :class:`Run`, :func:`stack_models` and :func:`describe_sources`
 * :mod:`~icl_lib.engine.cache`     -- the run cache shared by chapters
@@ -18,7 +18,7 @@ from .cache import RunCache, cache_dir
 from .execution import Execution
 from .profiles import profile_seeds, resolve_profile, train_config
 from .run import Run, describe_sources, stack_models
-from .training import train
+from .training import train, train_groups
 from .steps import TrainingDiverged
 from .trainer import EnsembleTrainer, validation_batch
 
@@ -35,5 +35,6 @@ __all__ = [
     "stack_models",
     "train",
     "train_config",
+    "train_groups",
     "validation_batch",
 ]

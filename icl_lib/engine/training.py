@@ -14,7 +14,7 @@ import json
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Sequence
+from typing import Callable, Hashable, Mapping, Sequence, TypeVar
 
 import torch
 
@@ -26,7 +26,9 @@ from .run import Run
 from .store import RunStore
 from .trainer import EnsembleTrainer
 
-__all__ = ["train", "schedule", "group_chunks", "chunk_cost"]
+__all__ = ["train", "train_groups", "schedule", "group_chunks", "chunk_cost"]
+
+K = TypeVar("K", bound=Hashable)
 
 
 def chunk_cost(chunk: Sequence[str], todo: dict) -> float:
@@ -182,3 +184,12 @@ def train(
     if together:
         _train_concurrently(together, train_chunk)
     return [found[key] for key in keys]
+
+
+def train_groups(groups: Mapping[K, Sequence[RunSpec]], device="auto", **options) -> dict[K, list[Run]]:
+    """Train (or load) the runs of ``{key: [RunSpec, ...]}`` (a chapter setup's declaration, e.g.
+    ``{H: runs}`` of a head sweep) in one :func:`train` call, group after group; returns
+    ``{key: [Run, ...]}`` in the same order.  ``options``: those of :func:`train`."""
+    groups = {k: list(v) for k, v in groups.items()}
+    runs = iter(train([s for group in groups.values() for s in group], device=device, **options))
+    return {k: [next(runs) for _ in group] for k, group in groups.items()}

@@ -8,7 +8,8 @@ import multiprocessing as mp
 import pytest
 import torch
 
-from icl_lib import DataConfig, EnsembleTrainer, ModelConfig, RunSpec, TrainConfig, TrainingDiverged, train
+from icl_lib import (DataConfig, EnsembleTrainer, ModelConfig, RunSpec, TrainConfig, TrainingDiverged, train,
+                     train_groups)
 from icl_lib.engine.cache import RunCache
 from icl_lib.engine.execution import Execution
 
@@ -464,3 +465,14 @@ def test_progress_bar_follows_icl_progress(monkeypatch, capsys):
     monkeypatch.delenv("ICL_PROGRESS")
     assert EnsembleTrainer([spec()], "cpu").progress is True
     assert EnsembleTrainer([spec()], "cpu", progress=False).progress is False
+
+
+def test_train_groups_trains_every_group_in_one_call_and_returns_them_by_key():
+    tc = TrainConfig(steps=20, batch=8, lr=3e-3, n_log=4, val_size=32, dtype="float64")
+    data = DataConfig(d=2, L=4)
+    groups = {H: [RunSpec(data, ModelConfig(heads=H), tc, seed=k) for k in range(2)] for H in (2, 1)}
+    specs = [s for group in groups.values() for s in group]
+    runs = train_groups(groups, device="cpu", progress=False)
+    assert list(runs) == [2, 1] and [r.spec for group in runs.values() for r in group] == specs
+    again = train(specs, device="cpu", progress=False)  # the same runs, from the cache
+    assert [r.val_loss for group in runs.values() for r in group] == [r.val_loss for r in again]
