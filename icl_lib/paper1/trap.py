@@ -47,7 +47,7 @@ from .sweeps import heads_sweep_specs
 
 __all__ = ["TrapSweep", "STEPS", "SWEEP", "FIRST_SEED", "trap_sweep", "trap_specs", "horizon_config", "run_outcome",
            "outcome_table", "select", "pattern_rate", "rate_table", "trap_given", "rank_auc", "settled_steps",
-           "stored_long_runs", "summary", "anchor_outcomes"]
+           "stored_long_runs", "summary", "anchor_plan", "anchor_specs", "anchor_outcomes"]
 
 STEPS = {"quick": 6_000, "paper": 20_000}  # the horizon: Adam steps of every run of the sweep
 FIRST_SEED = 1000  # the sweep's first seed: fresh (the other chapters use seeds below 100)
@@ -272,14 +272,26 @@ def summary(models: pd.DataFrame, sweep: TrapSweep, claims) -> str:
     return "\n".join(lines)
 
 
+def anchor_plan(heads: Sequence[int], profile: str) -> dict[Cell, int]:
+    """``{cell: anchor seeds}`` of the profile's sweep at the paper's setting (PyTorch's
+    initialisation, Adam at the paper's rate) for every H of ``heads`` the sweep has."""
+    sweep = trap_sweep(profile)
+    return {sweep.cell(H): sweep.anchor_seeds for H in heads if H in sweep.heads}
+
+
+def anchor_specs(heads: Sequence[int], profile: str) -> list[RunSpec]:
+    """The runs of :func:`anchor_plan` (seeds from :data:`FIRST_SEED`, to the profile's horizon),
+    which :func:`anchor_outcomes` reads: chapter 2 counts them with its own seeds."""
+    return grid_specs(anchor_plan(heads, profile), FIRST_SEED, horizon_config(profile))
+
+
 def anchor_outcomes(heads: Sequence[int], profile: str, device: str = "auto") -> dict[int, tuple[int, int]]:
     """``{H: (seeds in the pattern, seeds)}`` of the profile's sweep at the paper's setting (PyTorch's
     initialisation, Adam at the paper's rate, d = 5, L = 40, sigma2 = 0.1) for every H of ``heads``
     the sweep has: fresh seeds whose outcome is settled by the horizon (the chapter's first claims),
     which chapter 2 counts with its own seeds.  Found in the run cache or the store (trained
     otherwise)."""
-    sweep = trap_sweep(profile)
-    plan = {sweep.cell(H): sweep.anchor_seeds for H in heads if H in sweep.heads}
+    plan = anchor_plan(heads, profile)
     if not plan:
         return {}
     models = outcome_table(train_grid(plan, FIRST_SEED, horizon_config(profile), device=device))
