@@ -1,0 +1,79 @@
+"""Chapter 6's setup (``06_anisotropic``): anisotropic covariates (paper 1, Appendix B.3), two-head
+models trained on KMS covariances ``rho^|i-j|``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import DataConfig, RunSpec, TrainConfig, resolve_device
+from ..engine.profiles import profile_seeds, resolve_profile, train_config
+from ..paper1.anisotropic.experiment import check_lengths, check_rhos, rho_specs
+from ..validate import check_float, check_int
+from .base import ChapterSetup, flat, split
+
+__all__ = ["AnisotropicSetup"]
+
+
+@dataclass(frozen=True)
+class AnisotropicSetup(ChapterSetup):
+    """Chapter 6 (paper 1, B.3): ``seeds`` two-head models per correlation of :attr:`sweep_rhos`
+    (``rhos`` and the main experiment's ``rho``, :meth:`rho_sweep`), ``data`` at ``rho``, and the
+    sizes of the evaluations."""
+
+    chapter = "06_anisotropic"
+
+    profile: str
+    seed: int
+    device: str
+    rho: float
+    rhos: tuple
+    seeds: int
+    d: int
+    L: int
+    sigma2: float
+    steps: int | None
+    lr: float | None
+    eval_L: tuple
+    n_test: int
+    n_mc: int
+    data: DataConfig
+    train: TrainConfig
+
+    @classmethod
+    def from_parameters(cls, *, profile, seed, device, rho, rhos, seeds, d, L, sigma2, steps, lr, eval_L, n_test,
+                        n_mc) -> "AnisotropicSetup":
+        """Validate chapter 6's parameters (a bad one raises ``ValueError`` naming it), resolve the
+        profile on the device and the profile's seeds (``seeds=None``)."""
+        profile = resolve_profile(profile, device)  # "quick", "paper" or "auto"
+        resolve_device(device)  # "cpu", "cuda" (when there is one) or "auto"
+        seed = check_int("seed", seed, 0, 2**31)
+        rho = check_float("rho", rho, -1.0, 1.0, lo_open=True, hi_open=True)
+        rhos = check_rhos("rhos", rhos, max_len=8)  # models: (8 + 1) x seeds
+        seeds = profile_seeds(profile, "anisotropic", seeds)
+        seeds = check_int("seeds", seeds, 1, 24)  # models: (8 + 1) x seeds
+        d = check_int("d", d, 2, 16)  # Monte Carlo chunks: 20,000 x L x d floats
+        L = check_int("L", L, 2, 256)  # training time grows with L
+        sigma2 = check_float("sigma2", sigma2, 0.0, 10.0, lo_open=True)  # ridge > 0
+        steps = None if steps is None else check_int("steps", steps, 1, 500_000)
+        lr = None if lr is None else check_float("lr", lr, 0.0, 0.01, lo_open=True)
+        eval_L = check_lengths("eval_L", eval_L, 2, 640, max_len=12)
+        n_test = check_int("n_test", n_test, 100, 200_000)  # per length and rho
+        n_mc = check_int("n_mc", n_mc, 100, 1_000_000)  # three Monte Carlo risks
+        return cls(profile, seed, device, rho, rhos, seeds, d, L, sigma2, steps, lr, eval_L, n_test, n_mc,
+                   data=DataConfig(d=d, L=L, sigma2=sigma2, rho=rho), train=train_config(profile, steps=steps, lr=lr))
+
+    @property
+    def sweep_rhos(self) -> list[float]:
+        """The correlations trained: ``rhos`` and ``rho``, sorted."""
+        return sorted({*self.rhos, self.rho})
+
+    def rho_sweep(self) -> dict[float, list[RunSpec]]:
+        """``{rho: [RunSpec per seed]}`` over :attr:`sweep_rhos`
+        (:func:`~icl_lib.paper1.anisotropic.experiment.rho_specs`)."""
+        rhos = self.sweep_rhos
+        specs = rho_specs(rhos, self.seeds, self.seed, self.d, self.L, self.sigma2, self.train)
+        return split(specs, rhos, self.seeds)
+
+    def runs(self) -> dict[str, list[RunSpec]]:
+        """``{"rhos": ...}``: every run of :meth:`rho_sweep`."""
+        return {"rhos": flat(self.rho_sweep())}

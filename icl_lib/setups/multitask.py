@@ -1,0 +1,81 @@
+"""Chapter 7's setup (``07_multitask``): multi-task regression (paper 1, Appendix B.4), the head
+sweep on tasks with supports ``S_n``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import DEVICES, DataConfig, RunSpec, TrainConfig, resolve_device
+from ..engine.profiles import PROFILES, resolve_profile, train_config
+from ..paper1.multitask.references import check_supports, max_bayes_draws, max_test_prompts
+from ..paper1.sweeps import as_heads, heads_sweep_specs
+from ..validate import check_choice, check_float, check_int, fail, literal_list
+from .base import ChapterSetup, flat, grouped
+
+__all__ = ["MultitaskSetup"]
+
+
+@dataclass(frozen=True)
+class MultitaskSetup(ChapterSetup):
+    """Chapter 7 (paper 1, B.4): ``seeds`` models per head count of ``heads`` on the tasks of
+    ``supports`` (:meth:`sweep`), and the sizes of the per-task losses and Bayes risks."""
+
+    chapter = "07_multitask"
+
+    profile: str
+    seed: int
+    device: str
+    heads: list
+    seeds: int
+    d: int
+    L: int
+    sigma2: float
+    supports: tuple
+    steps: int | None
+    lr: float | None
+    n_test: int
+    n_bayes: int
+    data: DataConfig
+    train: TrainConfig
+
+    @classmethod
+    def from_parameters(cls, *, profile, seed, device, heads, seeds, d, L, sigma2, supports, steps, lr, n_test,
+                        n_bayes) -> "MultitaskSetup":
+        """Validate chapter 7's parameters (a bad one raises ``ValueError`` naming it), then
+        resolve the profile on the device."""
+        profile = check_choice("profile", profile, PROFILES)
+        seed = check_int("seed", seed, 0, 2**31 - 1)  # any 31-bit integer
+        device = check_choice("device", device, DEVICES)
+        resolve_device(device)  # "cuda" needs a CUDA device
+        heads = as_heads(literal_list("heads", heads))  # sorted head counts
+        if max(heads) > 16:  # training time grows with H; the paper has H <= 4
+            fail("heads", heads, "head counts in [1, 16]")
+        seeds = check_int("seeds", seeds, 1, 32)  # one model per seed and H
+        d = check_int("d", d, 1, 32)  # each head has (d + N)^2 KQ entries
+        L = check_int("L", L, 2, 512)  # time grows with L
+        sigma2 = check_float("sigma2", sigma2, 0.0, 10.0)
+        supports = check_supports(literal_list("supports", supports), d)  # 2-8 tasks
+        if sigma2 == 0 and L < max(map(len, supports)):  # Bayes needs X_S^T X_S > 0
+            fail("sigma2", sigma2, f"sigma2 > 0 when L={L} < max |S_n|")
+        if steps is not None:  # the paper's 500,000 steps need a GPU
+            steps = check_int("steps", steps, 1, 500_000)
+        if lr is not None:
+            lr = check_float("lr", lr, 0.0, 1.0, lo_open=True)
+        n_max = min(200_000, max_test_prompts(heads, seeds, L, d + len(supports)))
+        n_test = check_int("n_test", n_test, 2, n_max)  # a few minutes at most
+        n_max = min(1_000_000, max_bayes_draws(L, supports))
+        n_bayes = check_int("n_bayes", n_bayes, 2, n_max)  # a few minutes at most
+        profile = resolve_profile(profile, device)
+        return cls(profile, seed, device, heads, seeds, d, L, sigma2, supports, steps, lr, n_test, n_bayes,
+                   data=DataConfig(d=d, L=L, sigma2=sigma2, supports=supports),
+                   train=train_config(profile, steps=steps, lr=lr))
+
+    def sweep(self) -> dict[int, list[RunSpec]]:
+        """``{H: [RunSpec per seed]}``: the head sweep on ``data``
+        (:func:`~icl_lib.paper1.sweeps.heads_sweep_specs`)."""
+        specs = heads_sweep_specs(self.heads, self.seeds, self.seed, self.data, self.train)
+        return grouped(specs, lambda s: s.model.heads)
+
+    def runs(self) -> dict[str, list[RunSpec]]:
+        """``{"sweep": ...}``."""
+        return {"sweep": flat(self.sweep())}

@@ -1,0 +1,118 @@
+"""Chapter 5's setup (``05_optimality``): what the trained model computes (paper 1, Section 4.3,
+Theorem 4.2, Appendices B.1 and B.2): chapter 2's head sweep, the two-head attention variants and
+two-head models in the proportional regime."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import DataConfig, RunSpec, TrainConfig, resolve_device
+from ..engine.profiles import profile_seeds, resolve_profile, train_config
+from ..paper1.optimality.experiment import VARIANTS, check_heads, check_lengths, check_omegas, variant_specs
+from ..paper1.optimality.proportional import proportional_specs
+from ..paper1.sweeps import heads_sweep_specs
+from ..validate import check_float, check_float_list, check_int
+from .base import ChapterSetup, flat, grouped, split
+
+__all__ = ["OptimalitySetup"]
+
+
+@dataclass(frozen=True)
+class OptimalitySetup(ChapterSetup):
+    """Chapter 5 (paper 1, Section 4.3, Theorem 4.2, B.1, B.2): ``seeds`` softmax models per head
+    count (chapter 2's sweep, :meth:`sweep`), ``variant_seeds`` two-head models of every attention
+    variant (:meth:`variants`), ``prop_seeds`` two-head models at dimension ``prop_d`` per
+    ``xi = d / L`` of ``prop_xis`` (:meth:`proportional`); and the sizes of the evaluations."""
+
+    chapter = "05_optimality"
+
+    profile: str
+    seed: int
+    device: str
+    heads: list
+    seeds: int
+    d: int
+    L: int
+    sigma2: float
+    steps: int | None
+    lr: float | None
+    variant_seeds: int
+    Ls: list
+    n_test: int
+    n_sets: int
+    track_tol: float
+    lin_omegas: list
+    lin_fit_max: float
+    lin_ratio: float
+    prop_d: int
+    prop_xis: list
+    prop_seeds: int
+    ratio_d: int
+    ratio_xis: list
+    ratio_sigma2s: list
+    data: DataConfig
+    train: TrainConfig
+
+    @classmethod
+    def from_parameters(cls, *, profile, seed, device, heads, seeds, d, L, sigma2, steps, lr, variant_seeds, Ls,
+                        n_test, n_sets, track_tol, lin_omegas, lin_fit_max, lin_ratio, prop_d, prop_xis, prop_seeds,
+                        ratio_d, ratio_xis, ratio_sigma2s) -> "OptimalitySetup":
+        """Validate chapter 5's parameters (a bad one raises ``ValueError`` naming it), resolve the
+        profile on the device and the profile's seeds (``seeds``, ``variant_seeds``,
+        ``prop_seeds``: ``None``); ``Ls`` gains the training length ``L``."""
+        profile = resolve_profile(profile, device)  # "quick" or "paper"
+        resolve_device(device)  # "cuda" only where there is a GPU
+        seed = check_int("seed", seed, 0, 2**31 - 1)
+        heads = check_heads(heads, hi=8)  # evaluation: (2000, R H, L) scores
+        seeds = profile_seeds(profile, "optimality", seeds)
+        seeds = check_int("seeds", seeds, 1, 36)  # training time ~ seeds sum(heads)
+        d = check_int("d", d, 1, 16)  # time ~ (d + 1)^2; kernel search holds n L d
+        L = check_int("L", L, 2, 200)  # debiased GD needs L >= 2
+        sigma2 = check_float("sigma2", sigma2, 0.0, 10.0, lo_open=True)  # Bayes: > 0
+        # steps: at most the paper's 500,000 (hours on a CPU); lr: Adam's step size
+        steps = steps if steps is None else check_int("steps", steps, 1, 500_000)
+        lr = lr if lr is None else check_float("lr", lr, 0.0, 0.1, lo_open=True)
+        variant_seeds = profile_seeds(profile, "variants", variant_seeds)
+        variant_seeds = check_int("variant_seeds", variant_seeds, 1, 16)
+        Ls = sorted({*check_lengths(Ls, "Ls", hi=500), L})  # time, memory ~ L
+        n_test = check_int("n_test", n_test, 100, 10_000)  # time ~ n_test n_sets
+        n_sets = check_int("n_sets", n_sets, 1, 10)  # test sets per length
+        track_tol = check_float("track_tol", track_tol, 0.0, 1.0, lo_open=True)
+        lin_fit_max = check_float("lin_fit_max", lin_fit_max, 0.0, 2.0, lo_open=True)
+        lin_omegas = check_omegas(lin_omegas, lin_fit_max)  # <= 20 in (0, 2]
+        lin_ratio = check_float("lin_ratio", lin_ratio, 0.0, 0.9, lo_open=True)
+        prop_d = check_int("prop_d", prop_d, 2, 16)  # time ~ (prop_d + 1)^2 / xi
+        prop_xis = check_float_list("prop_xis", prop_xis, 1 / 16, 1.0)  # L <= 256
+        prop_seeds = profile_seeds(profile, "proportional", prop_seeds)
+        prop_seeds = check_int("prop_seeds", prop_seeds, 2, 16)  # >= 2: a spread
+        ratio_d = check_int("ratio_d", ratio_d, 2, 256)  # designs (ratio_d / xi, d)
+        ratio_xis = check_float_list("ratio_xis", ratio_xis, 1 / 64, 64.0)
+        ratio_sigma2s = check_float_list("ratio_sigma2s", ratio_sigma2s, 0.0, 10.0, lo_open=True)
+        return cls(profile, seed, device, heads, seeds, d, L, sigma2, steps, lr, variant_seeds, Ls, n_test, n_sets,
+                   track_tol, lin_omegas, lin_fit_max, lin_ratio, prop_d, prop_xis, prop_seeds, ratio_d, ratio_xis,
+                   ratio_sigma2s, data=DataConfig(d=d, L=L, sigma2=sigma2),
+                   train=train_config(profile, steps=steps, lr=lr))
+
+    def sweep(self) -> dict[int, list[RunSpec]]:
+        """``{H: [RunSpec per seed]}``: chapter 2's sweep for ``heads`` with the first ``seeds``
+        seeds (:func:`~icl_lib.paper1.sweeps.heads_sweep_specs`)."""
+        specs = heads_sweep_specs(self.heads, self.seeds, self.seed, self.data, self.train)
+        return grouped(specs, lambda s: s.model.heads)
+
+    def variants(self) -> dict[str, list[RunSpec]]:
+        """``{kind: [RunSpec per seed]}`` for every attention of
+        :data:`~icl_lib.paper1.optimality.experiment.VARIANTS` (B.1, B.2;
+        :func:`~icl_lib.paper1.optimality.experiment.variant_specs`)."""
+        specs = variant_specs(self.variant_seeds, self.seed, self.data, self.train)
+        return split(specs, VARIANTS, self.variant_seeds)
+
+    def proportional(self) -> dict[float, list[RunSpec]]:
+        """``{xi: [RunSpec per seed]}``: two-head models at ``d = prop_d``, ``L = d / xi``
+        (Theorem 4.2 (iii); :func:`~icl_lib.paper1.optimality.proportional.proportional_specs`)."""
+        specs = proportional_specs(self.prop_d, self.prop_xis, self.prop_seeds, self.seed, self.sigma2, self.train)
+        return split(specs, [float(xi) for xi in self.prop_xis], self.prop_seeds)
+
+    def runs(self) -> dict[str, list[RunSpec]]:
+        """``{"sweep": ..., "variants": ..., "proportional": ...}``."""
+        return {"sweep": flat(self.sweep()), "variants": flat(self.variants()),
+                "proportional": flat(self.proportional())}

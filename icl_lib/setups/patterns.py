@@ -1,0 +1,99 @@
+"""Chapter 2's setup (``02_patterns``): the head sweep of paper 1, Section 3, the runs with other
+optimiser settings (Appendix C.1) and, in the paper profile, chapter 9's anchor cells."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import DataConfig, RunSpec, TrainConfig, resolve_device
+from ..engine.profiles import profile_seeds, resolve_profile, train_config
+from ..paper1.sensitivity import FIRST_SEED as SENSITIVITY_SEED, sensitivity_specs
+from ..paper1.sweeps import as_heads, heads_sweep_specs
+from ..paper1.trap import anchor_specs
+from ..validate import check_float, check_int, fail
+from .base import ChapterSetup, flat, grouped
+
+__all__ = ["PatternsSetup"]
+
+
+@dataclass(frozen=True)
+class PatternsSetup(ChapterSetup):
+    """Chapter 2 (paper 1, Section 3 and Appendix C.1): ``seeds`` models per head count of
+    ``heads`` (:meth:`sweep`), ``sens_seeds`` models of ``sens_heads`` heads per other optimiser
+    setting (:meth:`settings`), and in the paper profile at the paper's setting the anchor cells
+    of chapter 9's trap sweep, whose outcomes the chapter counts with its own (:meth:`anchors`)."""
+
+    chapter = "02_patterns"
+
+    profile: str
+    seed: int
+    device: str
+    heads: list
+    seeds: int
+    d: int
+    L: int
+    sigma2: float
+    steps: int | None
+    lr: float | None
+    n_test: int
+    sens_heads: int
+    sens_seeds: int
+    data: DataConfig
+    train: TrainConfig
+
+    @classmethod
+    def from_parameters(cls, *, profile, seed, device, heads, seeds, d, L, sigma2, steps, lr, n_test, sens_heads,
+                        sens_seeds) -> "PatternsSetup":
+        """Validate chapter 2's parameters (a bad one raises ``ValueError`` naming it), resolve the
+        profile on the device and the profile's seeds (``seeds``, ``sens_seeds``: ``None``)."""
+        resolve_device(device)  # "cuda" needs a GPU
+        profile = resolve_profile(profile, device)
+        heads = as_heads(heads, hi=8)  # one head count or a list of them
+        seeds = profile_seeds(profile, "patterns", seeds)
+        seeds = check_int("seeds", seeds, 1, 160 // len(heads))  # <= 160 models
+        seed = check_int("seed", seed, 0, 2**62 - seeds + 1)
+        d = check_int("d", d, 1, 16)
+        L = check_int("L", L, 1, 128)
+        sigma2 = check_float("sigma2", sigma2, 0.0, 10.0)
+        if sigma2 == 0 and L < d:  # the Bayes reference (ridge) needs X^T X invertible
+            fail("sigma2", sigma2, f"sigma2 > 0 when L < d (here L={L}, d={d})")
+        if steps is not None:
+            steps = check_int("steps", steps, 1, 500_000)
+        if lr is not None:
+            lr = check_float("lr", lr, 0.0, 0.1, lo_open=True)
+        n_test = check_int("n_test", n_test, 100, 100_000)
+        sens_heads = check_int("sens_heads", sens_heads, 0, 8)
+        if sens_heads == 1:
+            fail("sens_heads", sens_heads, "0 (no runs) or 2 to 8 heads")
+        sens_seeds = profile_seeds(profile, "sensitivity", sens_seeds)
+        sens_seeds = check_int("sens_seeds", sens_seeds, 1, 48)
+        return cls(profile, seed, device, heads, seeds, d, L, sigma2, steps, lr, n_test, sens_heads, sens_seeds,
+                   data=DataConfig(d=d, L=L, sigma2=sigma2), train=train_config(profile, steps=steps, lr=lr))
+
+    @property
+    def paper_setting(self) -> bool:
+        """The paper profile at the paper's data and rate (d = 5, L = 40, sigma2 = 0.1, lr 1e-3),
+        where chapter 9's anchor cells are this chapter's setting."""
+        return self.profile == "paper" and (self.d, self.L, self.sigma2) == (5, 40, 0.1) and self.train.lr == 1e-3
+
+    def sweep(self) -> dict[int, list[RunSpec]]:
+        """``{H: [RunSpec per seed]}``: the head sweep (:func:`~icl_lib.paper1.sweeps.heads_sweep_specs`)."""
+        specs = heads_sweep_specs(self.heads, self.seeds, self.seed, self.data, self.train)
+        return grouped(specs, lambda s: s.model.heads)
+
+    def settings(self) -> dict[str, list[RunSpec]]:
+        """``{setting: [RunSpec per seed]}``: the other optimiser settings
+        (:func:`~icl_lib.paper1.sensitivity.sensitivity_specs`; none when ``sens_heads`` is 0)."""
+        if not self.sens_heads:
+            return {}
+        return sensitivity_specs(self.sens_heads, self.sens_seeds, SENSITIVITY_SEED, self.data, self.train)
+
+    def anchors(self) -> list[RunSpec]:
+        """Chapter 9's anchor runs of the head counts of :attr:`heads` its sweep has
+        (:func:`~icl_lib.paper1.trap.anchor_specs`), at :attr:`paper_setting` only."""
+        return anchor_specs(self.heads, self.profile) if self.paper_setting else []
+
+    def runs(self) -> dict[str, list[RunSpec]]:
+        """``{"sweep": ..., "settings": ..., "anchors": ...}`` (the last two when there are any)."""
+        groups = {"sweep": flat(self.sweep()), "settings": flat(self.settings()), "anchors": self.anchors()}
+        return {k: v for k, v in groups.items() if v or k == "sweep"}

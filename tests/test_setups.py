@@ -1,0 +1,175 @@
+"""The chapters' setups (icl_lib.setups): one declaration of a chapter's parameters and runs.
+
+Built from a chapter's ``parameters`` cell, a setup validates every parameter with the chapter's
+messages, resolves the profile and the profile's seeds, and declares the runs the chapter trains
+and the book's plan lists."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+
+from icl_lib import DataConfig, ModelConfig, TrainConfig
+from icl_lib.config import RunSpec
+from icl_lib.paper1.optimality.experiment import VARIANTS
+from icl_lib.paper1.sensitivity import ALTERNATIVES
+from icl_lib.setups import (SETUPS, AnisotropicSetup, DynamicsSetup, MultitaskSetup, OptimalitySetup,
+                            PatternsSetup, PhaseDiagramSetup, ProblemSetup)
+from icl_lib.setups.base import flat, grouped, split
+from icl_lib.tools.plan import BOOK, book_plan, chapter_parameters
+
+TRAINING = ("01_setup", "02_patterns", "03_two_stage_dynamics", "05_optimality", "06_anisotropic", "07_multitask",
+            "09_phase_diagram")
+
+
+def setup(chapter: str, profile: str = "quick", **overrides):
+    """The chapter's setup with its default parameters (the parameters cell) and ``overrides``."""
+    params = {**chapter_parameters(BOOK / f"{chapter}.ipynb"), "profile": profile, **overrides}
+    return SETUPS[chapter].from_parameters(**params)
+
+
+def sizes(s) -> dict[str, int]:
+    return {k: len(v) for k, v in s.runs().items()}
+
+
+def test_every_training_chapter_has_a_setup_taking_exactly_its_parameters():
+    assert tuple(SETUPS) == TRAINING
+    for chapter, cls in SETUPS.items():
+        assert cls.chapter == chapter
+        sig = inspect.signature(cls.from_parameters).parameters
+        assert all(p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in sig.values()), chapter
+        assert list(sig) == list(chapter_parameters(BOOK / f"{chapter}.ipynb")), chapter
+        assert "Chapter" in cls.__doc__ and cls.__module__.startswith("icl_lib.setups.")
+
+
+def test_the_setups_runs_are_the_books_plan_in_both_profiles():
+    for profile in ("quick", "paper"):
+        plan = book_plan(profile)
+        for chapter in TRAINING:
+            s = setup(chapter, profile)
+            assert s.specs() == flat(s.runs()) == plan[chapter], (profile, chapter)
+
+
+def test_chapter_1_trains_one_model():
+    s = setup("01_setup")
+    assert isinstance(s, ProblemSetup) and sizes(s) == {"model": 1}
+    assert s.runs()["model"] == [s.spec]
+    assert (s.spec.model.heads, s.spec.seed, s.spec.train.steps, s.spec.data) == (2, 0, 4000, s.data)
+    assert s.data == DataConfig(d=5, L=40, sigma2=0.1) and s.train.lr == 3e-3
+
+
+def test_chapter_2_the_sweep_and_the_optimiser_settings():
+    s = setup("02_patterns")
+    assert isinstance(s, PatternsSetup)
+    assert (s.profile, s.heads, s.seeds, s.sens_seeds) == ("quick", [1, 2, 3, 4], 12, 6)
+    assert sizes(s) == {"sweep": 4 * 12, "settings": 3 * 6}  # no anchors in the quick profile
+    sweep = s.sweep()
+    assert list(sweep) == [1, 2, 3, 4] and all([r.seed for r in runs] == list(range(12)) for runs in sweep.values())
+    assert all(r.model.heads == H for H, runs in sweep.items() for r in runs)
+    settings = s.settings()
+    assert list(settings) == list(ALTERNATIVES)
+    assert {r.seed for g in settings.values() for r in g} == set(range(2000, 2006))
+    assert {r.model.heads for g in settings.values() for r in g} == {3}
+    assert settings["lr x3"][0].train.lr == 3 * s.train.lr and settings["batch 64"][0].train.batch == 64
+    assert sizes(setup("02_patterns", sens_heads=0)) == {"sweep": 48}
+    paper = setup("02_patterns", "paper")
+    assert paper.paper_setting
+    assert sizes(paper) == {"sweep": 4 * 36, "settings": 3 * 12, "anchors": 3 * 128}
+    assert {r.train.steps for r in paper.anchors()} == {20_000} and min(r.seed for r in paper.anchors()) == 1000
+    assert {r.model.heads for r in paper.anchors()} == {2, 3, 4}
+    assert not setup("02_patterns", "paper", L=20).anchors()  # not the paper's setting: no anchors
+
+
+def test_chapter_3_reads_chapter_2s_runs():
+    s = setup("03_two_stage_dynamics")
+    assert isinstance(s, DynamicsSetup) and s.sweep_heads == [2, 3, 4] and sizes(s) == {"sweep": 3 * 9}
+    assert set(s.specs()) <= set(setup("02_patterns").specs())
+    assert setup("03_two_stage_dynamics", heads=[2], gd_heads=4).sweep_heads == [2, 4]
+
+
+def test_chapter_5_the_sweep_the_variants_and_the_proportional_regime():
+    s = setup("05_optimality")
+    assert isinstance(s, OptimalitySetup)
+    assert sizes(s) == {"sweep": 4 * 6, "variants": 5 * 6, "proportional": 3 * 4}
+    assert set(s.runs()["sweep"]) <= set(setup("02_patterns").specs())
+    variants = s.variants()
+    assert tuple(variants) == VARIANTS and all(r.model.attention == k for k, g in variants.items() for r in g)
+    assert variants["softmax"] == s.sweep()[2]  # the softmax variants are the sweep's two-head runs
+    prop = s.proportional()
+    assert list(prop) == [0.125, 0.25, 0.5] and [g[0].data.L for g in prop.values()] == [64, 32, 16]
+    assert s.Ls == [5, 10, 20, 40, 80, 120, 200]  # the training L is among them
+
+
+def test_chapter_6_two_heads_per_rho():
+    s = setup("06_anisotropic", rho=0.6)
+    assert isinstance(s, AnisotropicSetup) and s.sweep_rhos == [0.0, 0.3, 0.5, 0.6, 0.8]
+    sweep = s.rho_sweep()
+    assert list(sweep) == s.sweep_rhos and sizes(s) == {"rhos": 5 * 10}
+    assert all(r.data.rho == rho and r.model.heads == 2 for rho, g in sweep.items() for r in g)
+    assert s.data.rho == 0.6
+
+
+def test_chapter_7_the_sweep_on_several_tasks():
+    s = setup("07_multitask")
+    assert isinstance(s, MultitaskSetup) and sizes(s) == {"sweep": 4 * 12}
+    assert s.supports == ((0, 1, 2, 3), (2, 3, 4, 5)) and s.data.n_tasks == 2
+    assert all(r.data == s.data for r in s.specs())
+
+
+def test_chapter_9_the_trap_sweep_then_the_grid():
+    s = setup("09_phase_diagram")
+    assert isinstance(s, PhaseDiagramSetup) and sizes(s) == {"sweep": 88, "grid": 92}
+    assert len(set(s.specs())) == 148 and {r.train.steps for r in s.specs()} == {s.horizon.steps} == {6000}
+    assert sum(s.sweep.plan().values()) == 88 and sum(s.grid_plan.values()) == 92
+
+
+@pytest.mark.parametrize("chapter, name, bad, message", [
+    ("01_setup", "sigma2", 0.0, "sigma2=0.0 is invalid: accepted sigma2 > 0 when L < d"),
+    ("02_patterns", "heads", 0, "heads=0 is invalid: accepted an integer in [1, 8]"),
+    ("02_patterns", "sens_heads", 1, "sens_heads=1 is invalid: accepted 0 (no runs) or 2 to 8 heads"),
+    ("02_patterns", "seeds", 41, "seeds=41 is invalid: accepted an integer in [1, 40]"),
+    ("03_two_stage_dynamics", "heads", [1], "heads="),
+    ("05_optimality", "prop_xis", [2.0], "prop_xis"),
+    ("06_anisotropic", "rhos", [1.0], "rhos[0]=1.0 is invalid"),
+    ("07_multitask", "supports", [[0, 9], [1]], "supports[0]"),
+    ("09_phase_diagram", "trap_heads", [1], "trap_heads[0]=1 is invalid"),
+    ("09_phase_diagram", "grid_heads", [9], "grid_heads[0]=9 is invalid"),
+    ("09_phase_diagram", "eta_tol", 0.0, "eta_tol=0.0 is invalid"),
+])
+def test_a_bad_value_raises_a_ValueError_naming_the_parameter(chapter, name, bad, message):
+    overrides = {name: bad, **({"L": 3} if chapter == "01_setup" else {})}
+    with pytest.raises(ValueError) as err:
+        setup(chapter, **overrides)
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_the_profile_and_its_seeds_are_resolved_once(monkeypatch):
+    quick, paper = setup("02_patterns", seeds=None, sens_seeds=None), setup("02_patterns", "paper", seeds=None)
+    assert (quick.seeds, quick.sens_seeds, paper.seeds, paper.sens_seeds) == (12, 6, 36, 12)
+    assert setup("02_patterns", seeds=3).seeds == 3  # a given number is kept
+    assert (quick.train.steps, quick.train.lr, paper.train.steps, paper.train.lr) == (4000, 3e-3, 500_000, 1e-3)
+    assert setup("02_patterns", steps=100, lr=0.01).train == dataclasses.replace(quick.train, steps=100, lr=0.01)
+    assert (setup("03_two_stage_dynamics").seeds, setup("05_optimality").variant_seeds,
+            setup("05_optimality").prop_seeds, setup("06_anisotropic").seeds) == (9, 6, 4, 10)
+    monkeypatch.setenv("ICL_PROFILE", "paper")  # "auto" reads ICL_PROFILE, then the device
+    s = setup("02_patterns", "auto")
+    assert (s.profile, s.seeds, s.device) == ("paper", 36, "auto")
+    with pytest.raises(ValueError, match=r"^profile='fast' is invalid"):
+        setup("02_patterns", "fast")
+
+
+def test_a_setup_is_frozen():
+    s = setup("01_setup")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.heads = 3
+
+
+def test_grouping_keeps_the_builders_order():
+    specs = [RunSpec(DataConfig(d=2, L=4), ModelConfig(heads=H), TrainConfig(steps=5), seed=k)
+             for H in (1, 2) for k in range(3)]
+    by_heads = grouped(specs, lambda s: s.model.heads)
+    assert list(by_heads) == [1, 2] and flat(by_heads) == specs
+    assert split(specs, ["a", "b"], 3) == {"a": specs[:3], "b": specs[3:]}
+
