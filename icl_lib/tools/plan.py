@@ -1,13 +1,9 @@
 """The book's training plan: every run its chapters train, known without executing a notebook.
 
-Each chapter that trains models has a function here that turns its parameters into the list of
-:class:`~icl_lib.config.RunSpec` it asks :func:`icl_lib.train` for, built with the same library
-functions the chapter calls (:func:`~icl_lib.paper1.sweeps.heads_sweep_specs`,
-:func:`~icl_lib.paper1.optimality.experiment.variant_specs`,
-:func:`~icl_lib.paper1.optimality.proportional.proportional_specs`,
-:func:`~icl_lib.paper1.anisotropic.experiment.rho_specs`, :func:`~icl_lib.paper1.phase.grid_specs`,
-:func:`~icl_lib.paper1.trap.trap_specs`); the parameters are read from the chapter's ``parameters``
-cell, so the plan follows the notebooks.  (A test executes every chapter with the environment
+Each chapter that trains models has a setup (:mod:`icl_lib.setups`, :data:`CHAPTER_PLANS`): the
+object its validation cell builds from its parameters, whose :meth:`~icl_lib.setups.base.ChapterSetup.runs`
+the chapter trains.  The plan builds the same setup from the chapter's ``parameters`` cell and lists
+those runs, so the plan follows the notebooks.  (A test executes every chapter with the environment
 variable ``ICL_RUN_LOG`` set and checks that the runs it asked for are exactly the plan's.)
 
 * :func:`book_plan`  -- ``{chapter: [RunSpec, ...]}`` for a profile (:func:`select_chapters`,
@@ -27,19 +23,12 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
-from typing import Callable
 
-from ..config import DataConfig, ModelConfig, RunSpec
-from ..engine.profiles import profile_seeds, resolve_profile, train_config
+from ..config import RunSpec
+from ..engine.profiles import resolve_profile
 from ..engine.store import RunStore, experiment_key, holds_all
-from ..paper1.anisotropic.experiment import rho_specs
-from ..paper1.optimality.experiment import variant_specs
-from ..paper1.optimality.proportional import proportional_specs
-from ..paper1.phase import PhaseGrid, grid_specs, profile_lrs
-from ..paper1.sensitivity import FIRST_SEED as SENS_SEED, sensitivity_specs
-from ..paper1.sweeps import as_heads, heads_sweep_specs
-from ..paper1.trap import FIRST_SEED as TRAP_SEED, horizon_config, trap_specs, trap_sweep
-from ..validate import check_choice, literal_list
+from ..setups import SETUPS, ChapterSetup
+from ..validate import check_choice
 from .records import served
 
 __all__ = ["BOOK", "CHAPTER_PLANS", "chapter_parameters", "book_plan", "select_chapters", "unique_specs",
@@ -60,82 +49,9 @@ def chapter_parameters(path: str | Path) -> dict:
     return params
 
 
-def _train_cfg(p: dict, profile: str):
-    return train_config(profile, steps=p.get("steps"), lr=p.get("lr"))
-
-
-def _setup(p: dict, profile: str) -> list[RunSpec]:  # chapter 1: one model
-    data = DataConfig(d=p["d"], L=p["L"], sigma2=p["sigma2"])
-    return [RunSpec(data=data, model=ModelConfig(heads=p["heads"]), train=_train_cfg(p, profile), seed=p["seed"])]
-
-
-def _sweep(p: dict, profile: str, heads=None, data=None, group: str = "patterns") -> list[RunSpec]:  # chapter 2's
-    heads = as_heads(literal_list("heads", p["heads"]) if heads is None else heads)
-    data = DataConfig(d=p["d"], L=p["L"], sigma2=p["sigma2"]) if data is None else data
-    seeds = profile_seeds(profile, group, p["seeds"])
-    return heads_sweep_specs(heads, seeds, p["seed"], data, _train_cfg(p, profile))
-
-
-def _patterns(p: dict, profile: str) -> list[RunSpec]:  # chapter 2: the sweep, the other optimiser settings
-    data = DataConfig(d=p["d"], L=p["L"], sigma2=p["sigma2"])
-    cfg = _train_cfg(p, profile)
-    specs = _sweep(p, profile)
-    if p["sens_heads"]:
-        seeds = profile_seeds(profile, "sensitivity", p["sens_seeds"])
-        specs += [s for group in sensitivity_specs(p["sens_heads"], seeds, SENS_SEED, data, cfg).values()
-                  for s in group]
-    if profile == "paper" and (p["d"], p["L"], p["sigma2"], cfg.lr) == (5, 40, 0.1, 1e-3):
-        sweep = trap_sweep(profile)  # chapter 9's fresh seeds at the paper's setting, counted with these
-        heads = [H for H in as_heads(literal_list("heads", p["heads"])) if H in sweep.heads]
-        specs += grid_specs({sweep.cell(H): sweep.anchor_seeds for H in heads}, TRAP_SEED, horizon_config(profile))
-    return specs
-
-
-def _dynamics(p: dict, profile: str) -> list[RunSpec]:  # chapter 3: the sweep's H and gd_heads
-    heads = sorted(set(as_heads(literal_list("heads", p["heads"]))) | {p["gd_heads"]})
-    return _sweep(p, profile, heads=heads, group="dynamics")
-
-
-def _optimality(p: dict, profile: str) -> list[RunSpec]:  # chapter 5: the sweep, 2-head variants, xi = d / L
-    data = DataConfig(d=p["d"], L=p["L"], sigma2=p["sigma2"])
-    cfg = _train_cfg(p, profile)
-    return (_sweep(p, profile, group="optimality")
-            + variant_specs(profile_seeds(profile, "variants", p["variant_seeds"]), p["seed"], data, cfg)
-            + proportional_specs(p["prop_d"], literal_list("prop_xis", p["prop_xis"]),
-                                 profile_seeds(profile, "proportional", p["prop_seeds"]), p["seed"], p["sigma2"], cfg))
-
-
-def _anisotropic(p: dict, profile: str) -> list[RunSpec]:  # chapter 6: two heads per rho and seed
-    rhos = sorted({*literal_list("rhos", p["rhos"]), p["rho"]})
-    seeds = profile_seeds(profile, "anisotropic", p["seeds"])
-    return rho_specs(rhos, seeds, p["seed"], p["d"], p["L"], p["sigma2"], _train_cfg(p, profile))
-
-
-def _multitask(p: dict, profile: str) -> list[RunSpec]:  # chapter 7: the sweep on several tasks
-    data = DataConfig(d=p["d"], L=p["L"], sigma2=p["sigma2"], supports=literal_list("supports", p["supports"]))
-    return _sweep(p, profile, data=data)
-
-
-def _beyond(p: dict, profile: str) -> list[RunSpec]:  # chapter 9: the trap sweep, then the grid's slice
-    sweep = trap_sweep(profile, heads=p["trap_heads"], init_scales=p["init_scales"], lrs=p["lrs"],
-                       seeds=p["seeds"], anchor_seeds=p["anchor_seeds"])
-    grid = PhaseGrid(p["grid_heads"], p["grid_shapes"], p["grid_sigma2s"], profile_lrs(profile, p["grid_lrs"]),
-                     p["grid_init_scales"])
-    plan = grid.plan(profile, p["grid_seeds"], p["grid_slice_seeds"])
-    return (trap_specs(sweep, profile, p["seed"], p["steps"])
-            + grid_specs(plan, p["seed"], horizon_config(profile, p["steps"])))
-
-
-# chapter -> its runs from its parameters (chapters absent here train nothing)
-CHAPTER_PLANS: dict[str, Callable[[dict, str], list[RunSpec]]] = {
-    "01_setup": _setup,
-    "02_patterns": _patterns,
-    "03_two_stage_dynamics": _dynamics,
-    "05_optimality": _optimality,
-    "06_anisotropic": _anisotropic,
-    "07_multitask": _multitask,
-    "09_phase_diagram": _beyond,
-}
+# chapter -> its setup (icl_lib.setups): what the chapter's validation cell builds from its
+# parameters, whose runs() it trains (chapters absent here train nothing)
+CHAPTER_PLANS: dict[str, type[ChapterSetup]] = SETUPS
 
 
 def book_plan(profile: str = "quick", book: str | Path = BOOK, overrides: dict | None = None) -> dict[str, list[RunSpec]]:
@@ -143,11 +59,11 @@ def book_plan(profile: str = "quick", book: str | Path = BOOK, overrides: dict |
     parameters (``overrides``: ``{chapter: {name: value}}`` on top of them) in ``profile``."""
     profile = resolve_profile(check_choice("profile", profile, ("auto", "quick", "paper")))
     plan = {}
-    for name, runs_of in CHAPTER_PLANS.items():
+    for name, setup in CHAPTER_PLANS.items():
         path = Path(book) / f"{name}.ipynb"
         if path.exists():
-            params = {**chapter_parameters(path), **(overrides or {}).get(name, {})}
-            plan[name] = runs_of(params, profile)
+            params = {**chapter_parameters(path), **(overrides or {}).get(name, {}), "profile": profile}
+            plan[name] = setup.from_parameters(**params).specs()
     return plan
 
 
