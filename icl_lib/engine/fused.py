@@ -94,9 +94,10 @@ class FusedProgram:
     def grads(self, step: int) -> torch.Tensor:
         """The models' losses ``(R,)`` on their step-``step`` batches; the gradients are in ``p.grad``."""
         (Q, Kp, V, O), (gQ, gK, gV, gO) = self.views
-        K.step_grads(self.threads, self.items, step, self.keys, Q, Kp, V, O, self.heads, self.KQ, self.OV, self.chol,
-                     self.aniso, self.noise_std, self.beta_scale, self.kind, self.norm_len, self.B, self.L,
-                     self.n_chunks, self.item_loss, self.item_gKQ, self.item_gOV, self.loss, gQ, gK, gV, gO)
+        run = K.step_grads if self.threads > 1 else K.step_grads_serial  # see step_grads_serial
+        run(self.threads, self.items, step, self.keys, Q, Kp, V, O, self.heads, self.KQ, self.OV, self.chol,
+            self.aniso, self.noise_std, self.beta_scale, self.kind, self.norm_len, self.B, self.L,
+            self.n_chunks, self.item_loss, self.item_gKQ, self.item_gOV, self.loss, gQ, gK, gV, gO)
         return torch.from_numpy(self.loss.copy())
 
     def use_threads(self) -> None:

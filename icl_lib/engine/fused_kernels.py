@@ -29,7 +29,7 @@ from .fused_math import _JIT, _exp, _tanh  # noqa: E402
 from .fused_random import CH, _fill_normals, _make_data, _seed_lanes  # noqa: E402
 
 __all__ = ["KINDS", "chunk_grads", "reduce_grads", "circuits", "adam_update", "adam_update4", "sgd_update",
-           "step_grads"]
+           "step_grads", "step_grads_serial"]
 
 KINDS = {"softmax": 0, "linear": 1, "one_plus_tanh": 2, "quadratic": 3, "square": 4}  # attention codes
 
@@ -326,8 +326,7 @@ def sgd_update(p, g, lr):
         p[i] -= lr * g[i]
 
 
-@njit(parallel=True, **_JIT)
-def step_grads(threads, items, step, keys, Q, K, V, O, heads, KQ, OV, chol, aniso, noise_std, beta_scale, kind,
+def _step_grads(threads, items, step, keys, Q, K, V, O, heads, KQ, OV, chol, aniso, noise_std, beta_scale, kind,
                norm_len, B, L, n_chunks, item_loss, item_gKQ, item_gOV, loss, gQ, gK, gV, gO):
     """One step's losses and gradients of the whole ensemble in one call: the circuits, the work
     items in ``threads`` contiguous blocks (numba's threads, one block each), then
@@ -340,6 +339,13 @@ def step_grads(threads, items, step, keys, Q, K, V, O, heads, KQ, OV, chol, anis
         chunk_grads(items[a:b], step, keys, KQ, OV, heads, chol, aniso, noise_std, beta_scale, kind, norm_len, B, L,
                     item_loss[a:b], item_gKQ[a:b], item_gOV[a:b])
     reduce_grads(n_chunks, item_loss, item_gKQ, item_gOV, Q, K, V, O, heads, loss, gQ, gK, gV, gO)
+
+
+# the step on numba's threads, and the same loop compiled without them for one thread: a parallel
+# loop of one block still wakes numba's thread pool, whose idle threads spin at its barrier on every
+# step and take a core from other work on the machine (a second training process, a kernel)
+step_grads = njit(parallel=True, **_JIT)(_step_grads)
+step_grads_serial = njit(**_JIT)(_step_grads)
 
 
 @njit(**_JIT)
