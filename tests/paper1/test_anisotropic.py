@@ -741,3 +741,24 @@ def test_split_at_takes_the_median_at_the_first_step_past_the_fraction():
     assert split_at(h, 0.3) == 5.0  # first step >= 12 is 20
     assert split_at(h, 0.0) == 7.0
     assert math.isnan(split_at(None, 0.5))
+
+
+def test_head_split_histories_reads_runs_of_other_grids_on_the_coarsest():
+    """A run recorded every 12.5 steps beside one recorded every 25: both are read on the coarse
+    grid, the fine run at the steps the grids share (its values there, exactly)."""
+    d = 3
+    eye = torch.eye(d, dtype=torch.float64)
+
+    def history(e):
+        KQ = torch.zeros(len(e), 2, d + 1, d + 1, dtype=torch.float64)
+        KQ[:, 0, :d, :d] = 0.1 * eye
+        KQ[:, 1, :d, :d] = -0.1 * (1 + e)[:, None, None] * eye
+        return KQ
+    coarse = torch.tensor([0.4, 0.2, 0.1, 0.05, 0.0], dtype=torch.float64)
+    fine = torch.tensor([0.4, 0.3, 0.2, 0.15, 0.1, 0.07, 0.05, 0.02, 0.0], dtype=torch.float64)
+    OV = _mirror_circuits([torch.eye(d)] * 2, [1.0, -1.0], d)[1]
+    runs = {0.5: [_run(history(fine)[-1], OV, seed=0, KQ_hist=history(fine), steps=torch.arange(9) * 12.5),
+                  _run(history(coarse)[-1], OV, seed=1, KQ_hist=history(coarse))]}
+    h = head_split_histories(runs, 0.5)[0.5]
+    np.testing.assert_array_equal(h["step"], [0, 25, 50, 75, 100])
+    np.testing.assert_allclose(h["spread"], np.stack([(coarse / (1 + coarse / 2)).numpy()] * 2), atol=1e-12)

@@ -116,15 +116,22 @@ def head_split_histories(runs: Mapping[float, Sequence[Run]], rho: float) -> dic
     """:func:`~icl_lib.paper1.anisotropic.preconditioner.head_split` along training for the
     positive/negative runs at ``rho = 0`` (when the sweep has it) and at ``rho``: ``{rho: {"step":
     (T,), "spread": (S, T), "shape": (S, T)}}``, or ``None`` for a ``rho`` without such a run
-    (chapter 6's mirror-pair figure)."""
+    (chapter 6's mirror-pair figure).  Runs recorded on different grids of steps (the store holds
+    runs with 79 and with 373 records of 500,000 steps) are read on the coarsest run's grid, each
+    interpolated linearly in the step (exact where the grids share a step)."""
     out = {}
     for r in dict.fromkeys([0.0, rho]) if 0.0 in runs else [rho]:
-        split = [head_split(run.history["KQ"], run.d) for run in pos_neg_runs(runs[r])]
-        out[r] = None if not split else {
-            "step": runs[r][0].history["step"].numpy(),  # (T,)
-            "spread": np.array([s[0].numpy() for s in split]),  # (S, T)
-            "shape": np.array([s[1].numpy() for s in split]),  # (S, T)
-        }
+        kept = pos_neg_runs(runs[r])
+        if not kept:
+            out[r] = None
+            continue
+        grid = min((run.history["step"].numpy() for run in kept), key=len)  # (T,)
+        series = {"spread": [], "shape": []}
+        for run in kept:
+            steps = run.history["step"].numpy()
+            for key, values in zip(series, head_split(run.history["KQ"], run.d)):
+                series[key].append(np.interp(grid, steps, values.numpy()))
+        out[r] = {"step": grid, **{key: np.array(v) for key, v in series.items()}}  # (S, T) each
     return out
 
 
