@@ -30,14 +30,22 @@ def test_every_change_names_a_chapter_a_date_and_why():
 
 def test_every_change_is_about_a_claim_declared_today_or_says_it_is_gone():
     """The claims each chapter's committed paper record holds are today's claims; a change whose
-    claims are none of them must say that the claim was removed or replaced."""
+    claims are none of them must say that they were removed or replaced, or a later change must
+    (saying so, or naming each beside the claim of today that replaced it)."""
+    today = {}
     for c in CHANGES:
         rec = records.load(c.chapter)
         if rec is None:
             pytest.fail(f"{c.chapter} has no committed paper record (python -m icl_lib record run {c.chapter})")
-        today = {x["cid"] for x in rec["claims"]}
-        gone = c.after.lower().startswith(("removed", "replaced")) or "replaced by" in c.after.lower()
-        assert gone or today & set(c.claims), (c.chapter, c.claims, c.after)
+        today[c.chapter] = {x["cid"] for x in rec["claims"]}
+    ended = set()
+    for c in CHANGES:
+        says = c.after.lower().startswith(("removed", "replaced")) or "replaced by" in c.after.lower()
+        if says or today[c.chapter] & set(c.claims):
+            ended |= {(c.chapter, cid) for cid in c.claims}
+    for c in CHANGES:
+        gone = all((c.chapter, cid) in ended for cid in c.claims)
+        assert gone or today[c.chapter] & set(c.claims), (c.chapter, c.claims, c.after)
 
 
 def test_changes_of_a_claim_oldest_first(monkeypatch):
