@@ -92,7 +92,7 @@ CHECK_JS = r"""
     ids: Array.from(document.querySelectorAll('[id]')).map((e) => e.id),
     streams: Array.from(document.querySelectorAll('.cell_output .output.stream')).map((e) => e.innerText).join('\n'),
     links: Array.from(document.querySelectorAll('article a.reference.internal')).map((a) => a.getAttribute('href')),
-    claimRows: Array.from(document.querySelectorAll('table.icl-claims tbody tr')).map((tr) => {
+    claimRows: Array.from(document.querySelectorAll('table.icl-claims:not(.icl-rules) tbody tr')).map((tr) => {
       const cells = Array.from(tr.children).map((td) => td.innerText.trim());
       const a = tr.querySelector('a');
       return {cid: a ? a.innerText.trim() : '', verdict: tr.querySelector('.icl-verdict').innerText.trim(),
