@@ -473,11 +473,13 @@ _KIND_TITLES = {
 }
 
 
-def _kind_counts(claims: list[dict]) -> str:
-    """``"143 claims of the papers: ...; 12 beyond the papers: ...; 20 checks: ..."``."""
+def _kind_counts(claims: list[dict], kinds=("paper", "beyond", "check")) -> str:
+    """``"143 claims of the papers: ...; 12 beyond the papers: ...; 20 checks: ..."`` (of ``kinds``)."""
     parts = []
     for kind, label in (("paper", "claims of the papers"), ("beyond", "claims beyond the papers"),
                         ("check", "checks of the book's own derivations and design")):
+        if kind not in kinds:
+            continue
         of = [c for c in claims if c.get("kind", "paper") == kind]
         if of or kind == "paper":
             parts.append(f"{len(of)} {label}: {_count_text(of)}")
@@ -497,7 +499,7 @@ def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
     if rest:
         summary += nodes.Text(
             "Apart from them, and not counted with them: "
-            + "; ".join(p for p in _kind_counts(all_claims).split("; ")[1:]) + ".  "
+            + _kind_counts(all_claims, kinds=("beyond", "check")) + ".  "
         )
     summary += nodes.Text(
         "A claim is decided on the interval of its measurement: PASS when all of it satisfies the "

@@ -159,7 +159,7 @@ def test_dashboard_counts_the_papers_claims_apart_from_the_books_own_and_its_che
     c = Claims("x", "quick", device="cpu")
     c.check("moment", True, 0.5, "x<1", "statement of moment", kind="check")
     c.test("gamma", Estimate(0.5, 0.2, 0.9), Above(0.4), "statement of gamma", "P1 §3", n=8, unit="seeds",
-           undecided="not trained: a test")
+           undecided="not trained: a test", known_failure="reported: a test")
     for item, n in zip(c.items, (1, 2)):
         item.cell = n
     report = nb.cells[-1]
@@ -175,6 +175,8 @@ def test_dashboard_counts_the_papers_claims_apart_from_the_books_own_and_its_che
     assert not ours, warnings
     assert "checks 1 claim of the two papers in 1 chapter: 0 pass, 0 fail, 1 inconclusive" in dash
     assert "1 checks of the book's own derivations and design: 1 pass" in dash
+    # the papers' reported claims are counted once, in the headline, not again beside the checks
+    assert "not counted with them: 1 checks of the book's own derivations" in dash
     assert "Checks of the book's own derivations" in dash and "CHECK" not in dash
     assert "undecided: about" in dash and "seeds would decide it" in dash and "not trained: a test" in dash
     assert 'href="rules.html#rule-01_first-gamma"' in dash and "rule changed 2026-12-04" in dash
