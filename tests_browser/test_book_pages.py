@@ -22,8 +22,9 @@ import yaml
 
 from chromium import Chromium
 
-from icl_lib.claims import CLAIM_LINE
 
+# a claim line's id and verdict (its expected value may hold spaces: a rival's name)
+CLAIM_ID = re.compile(r"^(?:CLAIM|CHECK) (\S+) (PASS|FAIL|INCONCLUSIVE|NOT-RUN) measured=", re.M)
 ROOT = Path(__file__).resolve().parents[1]
 HTML = Path(os.environ.get("BOOK_HTML", ROOT / "_build" / "html")).resolve()
 SHOTS = Path(os.environ["BOOK_SCREENSHOTS"]).resolve() if os.environ.get("BOOK_SCREENSHOTS") else None
@@ -211,7 +212,7 @@ def test_chapter_shows_no_validation_or_import_cell(visit, doc):
 
 def shown_claims(visit, doc: str) -> list[tuple[str, str]]:
     """The CLAIM (and CHECK) lines that the chapter's page prints (its last cell's output)."""
-    return [(cid, verdict) for cid, verdict, *_ in CLAIM_LINE.findall(visit(doc).result["streams"])]
+    return CLAIM_ID.findall(visit(doc).result["streams"])
 
 
 def test_dashboard_lists_every_claim_of_every_chapter(visit):

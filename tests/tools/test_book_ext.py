@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 
 from icl_lib import claims as claims_mod
-from icl_lib.claims import Above, Claims
+from icl_lib.claims import Above, Claims, Excludes, Within
 from icl_lib.stats import Estimate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +46,10 @@ def test_extension_reads_what_claims_writes():
         ("d", "INCONCLUSIVE", "0.5", "[0.2,0.9]", ">0.4", "quick,paper"),
         ("e", "NOT-RUN", "-", "-", ">0.4", "paper"),
     ]
+    # a rule that excludes a named rival prints the name as written, spaces and all
+    c.test("f", Estimate(2.0, 1.6, 2.2), Within(1.5, 2.5) & Excludes(1, "first order"), "s")
+    assert ext.CLAIM_LINE.findall(c.items[-1].line() + "\n") == [
+        ("f", "PASS", "2", "[1.6,2.2]", "in[1.5,2.5]&excludes(first order=1)", "quick,paper")]
 
 
 def _chapter(title: str, checks: list[tuple[str, str, object]], tamper: bool = False) -> nbformat.NotebookNode:
