@@ -40,6 +40,7 @@ __all__ = [
 
 ATTENTION_KINDS = ("softmax", "linear", "one_plus_tanh", "quadratic", "square")
 INITS = ("authors", "per-head")  # the initialisations of ModelConfig.init (icl_lib.models)
+FORMS = ("full", "3.1")  # what trains (ModelConfig.form; icl_lib.engine.forms)
 OPTIMIZERS = ("adam", "sgd")
 DTYPES = ("float32", "float64")
 DEVICES = ("auto", "cpu", "cuda")
@@ -154,7 +155,9 @@ class ModelConfig:
     ``attention``: ``"softmax"`` (the paper's model), ``"linear"`` (scores divided by the fixed
     length ``norm_length``, B.1), or a normalised activation ``f(s_i) / sum_j f(s_j)`` with
     ``"one_plus_tanh"`` (``f = 1 + tanh``), ``"quadratic"`` (``f(s) = 1 + s + s^2/2``) or ``"square"``
-    (``f(s) = (1 + s)^2``, first-order coefficient ``c_f = 2``), B.2.
+    (``f(s) = (1 + s)^2``, first-order coefficient ``c_f = 2``), B.2.  ``form="3.1"`` trains the
+    model held to paper 1's form (3.1), only each head's ``(omega_h, mu_h)`` moving from the
+    projection of its initialisation (:mod:`icl_lib.engine.forms`; chapter 9).
     """
 
     heads: int = 4  # number of attention heads H
@@ -162,9 +165,13 @@ class ModelConfig:
     norm_length: int | None = None  # linear attention's fixed normaliser (None: the training L)
     init_scale: float = 1.0  # multiplies PyTorch's default nn.Linear initialisation
     init: str = "authors"  # "authors": paper 1's layout (one output layer of fan-in D H); "per-head"
+    form: str = "full"  # "full": every weight trains; "3.1": only each head's (omega_h, mu_h) (chapter 9)
 
     def __post_init__(self):
         object.__setattr__(self, "heads", check_int("heads", self.heads, 1, 256))
+        check_choice("form", self.form, FORMS)
+        if self.form != "full" and self.attention != "softmax":
+            fail("form", self.form, "'full' for attention other than softmax")
         check_choice("attention", self.attention, ATTENTION_KINDS)
         if self.norm_length is not None:
             object.__setattr__(self, "norm_length", check_int("norm_length", self.norm_length, 1))
@@ -214,16 +221,40 @@ class RunSpec:
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    seed: int = 0  # seeds the initialisation and the training data stream
+    seed: int = 0  # seeds the initialisation, and the training data stream unless data_seed is given
+    data_seed: int | None = None  # seeds the training data stream apart from the initialisation (None: seed)
 
     def __post_init__(self):
         for name, cls in (("data", DataConfig), ("model", ModelConfig), ("train", TrainConfig)):
             if not isinstance(getattr(self, name), cls):
                 fail(name, getattr(self, name), f"a {cls.__name__}")
         object.__setattr__(self, "seed", check_int("seed", self.seed, 0, 2**62))
+        if self.data_seed is not None:  # the seed's own stream is no other experiment: no data_seed
+            data_seed = check_int("data_seed", self.data_seed, 0, 2**62)
+            object.__setattr__(self, "data_seed", None if data_seed == self.seed else data_seed)
+
+    @property
+    def stream_seed(self) -> int:
+        """The seed of the training data stream: ``data_seed``, or ``seed`` when it is not given
+        (chapter 9 trains one initialisation on several data streams)."""
+        return self.seed if self.data_seed is None else self.data_seed
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """The configuration as plain data; ``data_seed`` only when it is given and the model's
+        ``form`` only when it is not the full model, so that a run without them keeps the key it
+        had before the fields existed (run cache and store)."""
+        out = dataclasses.asdict(self)
+        if self.data_seed is None:
+            del out["data_seed"]
+        if self.model.form == "full":  # likewise the full model
+            del out["model"]["form"]
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "RunSpec":
+        """The spec of :meth:`to_dict`'s data (as the run cache and the store's provenance keep it)."""
+        return cls(data=DataConfig(**raw["data"]), model=ModelConfig(**raw["model"]),
+                   train=TrainConfig(**raw["train"]), seed=raw["seed"], data_seed=raw.get("data_seed"))
 
     def key(self, device: str = "cpu", draw_ahead: int = 1, backend: str = "eager") -> str:
         """Hash of the full configuration, the device type, the model-code version and, when they
@@ -242,4 +273,4 @@ class RunSpec:
         """Runs with equal group keys have compatible shapes and can share one ensemble."""
         d = self.data
         m = self.model
-        return (d.d, d.L, d.n_tasks, m.attention, m.norm_length or d.L, self.train)
+        return (d.d, d.L, d.n_tasks, m.attention, m.norm_length or d.L, m.form, self.train)

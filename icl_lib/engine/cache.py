@@ -30,7 +30,7 @@ from typing import Iterator, Sequence
 
 import torch
 
-from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
+from ..config import RunSpec
 from .run import Run, meta_key
 
 __all__ = ["RunCache", "cache_dir", "checkpoint_name", "CorruptEntry", "payload_checksum"]
@@ -107,12 +107,7 @@ class RunCache:
         if payload.get("checksum") != payload_checksum(payload):
             raise CorruptEntry("its checksum does not match its contents")
         raw = json.loads(payload["spec"])
-        spec = RunSpec(
-            data=DataConfig(**raw["data"]),
-            model=ModelConfig(**raw["model"]),
-            train=TrainConfig(**raw["train"]),
-            seed=raw["seed"],
-        )
+        spec = RunSpec.from_dict(raw)
         meta = payload["meta"]
         if meta_key(spec, meta) != key:
             raise CorruptEntry(f"it holds another run (seed={spec.seed}, heads={spec.model.heads}) than its key")

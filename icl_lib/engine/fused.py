@@ -32,6 +32,7 @@ from ..seeding import derive_seed
 from ..validate import check_int
 from . import fused_kernels as K
 from .fused_random import CH, chunk_batch
+from .forms import FormOptimizer
 from .sources import BatchSource
 from .steps import DivergenceWatch, _Step
 
@@ -39,10 +40,11 @@ __all__ = ["FusedProgram", "FusedStep", "FusedSource", "fused_keys"]
 
 
 def fused_keys(specs: Sequence[RunSpec]) -> np.ndarray:
-    """Each model's Philox key ``(R, 2)`` uint32, from its seed and the purpose ``train-fused``."""
+    """Each model's Philox key ``(R, 2)`` uint32, from the seed of its data stream
+    (:attr:`~icl_lib.config.RunSpec.stream_seed`) and the purpose ``train-fused``."""
     keys = np.empty((len(specs), 2), np.uint32)
     for r, s in enumerate(specs):
-        k = derive_seed(s.seed, "train-fused")
+        k = derive_seed(s.stream_seed, "train-fused")
         keys[r] = (k & 0xFFFFFFFF, k >> 32)
     return keys
 
@@ -146,13 +148,16 @@ class FusedStep(_Step):
     def __init__(self, program: FusedProgram, opt: torch.optim.Optimizer, watch: DivergenceWatch):
         self.program, self.opt, self.watch = program, opt, watch
         self.limit = watch.limit.double().numpy()
+        self.form = isinstance(opt, FormOptimizer)  # paper 1's form (3.1): its own step on the scales
+        self.state: tuple | None = None  # flat views of the parameters, gradients and optimiser state
+        if self.form:
+            return
         group = opt.param_groups[0]
         self.adam = isinstance(opt, torch.optim.Adam)
         plain = (not group["weight_decay"] and not group["maximize"]
                  and (not group["amsgrad"] if self.adam else not group["momentum"]))
         if not plain:
             raise ValueError("opt is invalid: accepted Adam without weight decay, amsgrad or maximize, or plain SGD")
-        self.state: tuple | None = None  # flat views of the parameters, gradients and optimiser state
 
     def begin(self, until: int) -> None:
         self.program.use_threads()
@@ -181,6 +186,9 @@ class FusedStep(_Step):
         return self.state
 
     def _update(self) -> None:
+        if self.form:
+            self.opt.step()
+            return
         group = self.opt.param_groups[0]
         state = self._state()
         if self.adam:

@@ -40,7 +40,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
+from ..config import RunSpec
 from ..version import MODEL_CODE_VERSION
 from .cache import checkpoint_name
 from .run import Run
@@ -308,5 +308,4 @@ class RunStore:
 
 def spec_from_dict(raw: dict) -> RunSpec:
     """A :class:`RunSpec` from :meth:`RunSpec.to_dict` (as a provenance stores it)."""
-    return RunSpec(data=DataConfig(**raw["data"]), model=ModelConfig(**raw["model"]),
-                   train=TrainConfig(**raw["train"]), seed=raw["seed"])
+    return RunSpec.from_dict(raw)

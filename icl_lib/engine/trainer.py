@@ -38,6 +38,7 @@ from ..seeding import content_seed, generator, make_generators
 from ..validate import check_int
 from ..version import MODEL_CODE_VERSION
 from .execution import Execution, tune_cpu_allocator
+from .forms import FormOptimizer
 from .run import Run, empty_model
 from .sources import AheadSource, PlainSource, PrefetchSource, ShardSource, set_generator_states
 from .steps import DivergenceWatch, EagerStep, GraphStep, ShardedStep, TrainingDiverged, make_loss_fn, make_shards
@@ -107,7 +108,7 @@ class EnsembleTrainer:
         init_gens = [make_generators(s.seed, "init", "cpu", streams=1)[0] for s in specs]
         self.model.reset_parameters(init_gens, [s.model.init_scale for s in specs], [s.model.init for s in specs])
         self.sampler = TaskSampler([s.data for s in specs], device=self.device, dtype=self.dtype)
-        self.generators = [make_generators(s.seed, "train", self.device) for s in specs]
+        self.generators = [make_generators(s.stream_seed, "train", self.device) for s in specs]
         self.opt = self._optimizer()
         if all((s.data, s.train.val_size) == (specs[0].data, tc.val_size) for s in specs):
             self.val = validation_batch(specs[0], self.device, self.dtype)  # (V, ...) shared by all models
@@ -130,6 +131,10 @@ class EnsembleTrainer:
             self.load_state_dict(torch.load(self.checkpoint, map_location=self.device, weights_only=True))
 
     def _optimizer(self) -> torch.optim.Optimizer:
+        if self.specs[0].model.form != "full":  # paper 1's form (3.1): the heads' scales only
+            if self.execution.graph:
+                raise ValueError("form='3.1' is invalid with CUDA graphs: accepted form='full', or no graphs")
+            return FormOptimizer(self.model, self.tc.optimizer, self.tc.lr)
         params = [self.model.Q, self.model.K, self.model.V, self.model.O]
         if self.tc.optimizer == "sgd":
             return torch.optim.SGD(params, lr=self.tc.lr)

@@ -11,7 +11,7 @@ from scipy import stats
 from icl_lib import DataConfig, EnsembleTrainer, ModelConfig, RunSpec, TrainConfig, train
 from icl_lib.engine.fused_random import CH, normals, philox4x32
 from icl_lib.engine.execution import Execution
-from icl_lib.engine.fused import FusedProgram
+from icl_lib.engine.fused import FusedProgram, fused_keys
 from icl_lib.engine.run import empty_model
 from icl_lib.seeding import make_generators
 
@@ -226,3 +226,57 @@ def test_store_export_with_the_fused_backend_stores_runs_that_verify(tmp_path, m
     monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path / "fresh"))
     runs = train(plan["ch"], "cpu", progress=False, backend="eager")
     assert all(r.source == "store" and r.meta["backend"] == "fused" for r in runs)
+
+
+@pytest.mark.parametrize("backend", ["fused", "eager"])
+def test_a_data_seed_keeps_the_initialisation_and_changes_only_the_data(backend):
+    base = _small([4])[0]
+    other = dataclasses.replace(base, data_seed=9)
+    same = dataclasses.replace(base, data_seed=base.seed)  # the seed's own stream: the same experiment
+    assert same == base and same.to_dict() == base.to_dict() and "data_seed" not in base.to_dict()
+    assert RunSpec.from_dict(other.to_dict()) == other and other.key() != base.key()
+    a, b = EnsembleTrainer([base, other], "cpu", progress=False, backend=backend).run()
+    assert torch.equal(a.history["KQ"][0], b.history["KQ"][0])  # one initialisation
+    assert not torch.equal(a.params["Q"], b.params["Q"])  # two data streams
+    # the data stream is that of a run whose seed is the data seed
+    twin = dataclasses.replace(base, seed=9)
+    assert other.stream_seed == twin.stream_seed == 9
+    assert np.array_equal(fused_keys([other]), fused_keys([twin]))
+
+
+@pytest.mark.parametrize("backend", ["fused", "eager"])
+def test_the_form_31_trains_only_the_scales_from_the_projected_initialisation(backend, tmp_path):
+    from icl_lib.circuits import mu_of, omega_of
+
+    full = _small([5, 6], steps=40, heads=(2,))
+    form = [dataclasses.replace(s, model=dataclasses.replace(s.model, form="3.1")) for s in full]
+    assert form[0].key() != full[0].key() and "form" not in full[0].to_dict()["model"]
+    assert RunSpec.from_dict(form[0].to_dict()) == form[0]
+    runs = EnsembleTrainer(form, "cpu", progress=False, backend=backend).run()
+    bases = EnsembleTrainer(full, "cpu", progress=False, backend=backend).run()
+    d = 3
+    for run, base in zip(runs, bases):
+        KQ, OV = run.history["KQ"], run.history["OV"]  # (T, H, D, D), (T, H, 1, D)
+        # step 0: the full run's initialisation projected on the form
+        assert torch.allclose(omega_of(KQ[0], d), omega_of(base.history["KQ"][0], d), atol=1e-6)
+        assert torch.allclose(mu_of(OV[0], d), mu_of(base.history["OV"][0], d), atol=1e-6)
+        for t in range(len(KQ)):  # every snapshot has the form's circuits
+            w = omega_of(KQ[t], d)
+            want = torch.zeros_like(KQ[t])
+            want[:, :d, :d] = w[:, None, None] * torch.eye(d)
+            assert torch.allclose(KQ[t], want, atol=1e-6)
+            assert torch.allclose(OV[t, :, 0, :-1], torch.zeros_like(OV[t, :, 0, :-1]), atol=1e-7)
+        assert not torch.allclose(omega_of(KQ[-1], d), omega_of(KQ[0], d))  # the scales moved
+    # resumed from a checkpoint to the numbers of an uninterrupted run
+    ckpt = tmp_path / "form.pt"
+    EnsembleTrainer(form, "cpu", progress=False, backend=backend, checkpoint=ckpt).run(until=17)
+    again = EnsembleTrainer(form, "cpu", progress=False, backend=backend, checkpoint=ckpt).run()
+    for a, b in zip(runs, again):
+        assert all(torch.equal(a.params[k], b.params[k]) for k in "QKVO")
+
+
+def test_the_form_31_is_refused_where_it_does_not_apply():
+    with pytest.raises(ValueError, match="form"):
+        ModelConfig(heads=2, form="diagonal")
+    with pytest.raises(ValueError, match="form"):
+        ModelConfig(heads=2, attention="linear", form="3.1")
