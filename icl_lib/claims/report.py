@@ -1,52 +1,5 @@
-"""The verdict every chapter ends with: one ``CLAIM`` line per checked statement of the papers.
-
-A claim tests a statement of a paper (quoted, with its section) against something independent of
-the code that produced the measurement: a closed form, a baseline estimator, a Monte Carlo of the
-true loss, a rival hypothesis.  It is decided on an interval (:mod:`icl_lib.stats`), by a
-:class:`Rule` written before the run:
-
-    claims.test("multi-near-debiased-gd", estimate, Within(-0.02, 0.02) & Excludes(-0.013),
-                statement="...", section="P1 §4.3", profiles=QUICK_AND_PAPER)
-
-A rule gives ``PASS`` when the whole interval satisfies it, ``FAIL`` when none of it does, and
-``INCONCLUSIVE`` when the interval straddles the boundary: the data cannot decide, which the
-dashboard counts and shows (it does not fail the chapter).  A check says how many independent
-units its measurement rests on (``n=12, unit="seeds per head count"``): where it is left
-INCONCLUSIVE, the report prints how many would decide it at the measured value and spread
-(:func:`icl_lib.stats.size_to_decide`), and the chapter says why they are not trained
-(``undecided="..."``).
-
-Each check is of one *kind* (:data:`KINDS`): ``"paper"``, a statement of one of the two papers, the
-only kind the dashboard's headline counts; ``"beyond"``, the book's own hypothesis beyond the papers
-(chapter 9's single-sign trap); ``"check"``, a check of the book's own derivations, samplers,
-invariances or study design (it can fail, but it does not test a paper).  Paper and beyond-the-paper
-claims print ``CLAIM`` lines, checks ``CHECK`` lines of the same form.  Every claim declares the profiles in
-which it is claimed to hold; in another profile it is listed as ``NOT-RUN`` (never silently
-omitted).  A chapter records its claims as it measures them, then calls :meth:`Claims.report` in
-its last cell, which prints
-
-    CLAIM <id> <PASS|FAIL|INCONCLUSIVE|NOT-RUN> measured=<value> interval=<[lo,hi]|-> expected=<rule> profiles=<p,..>
-
-for every claim, shows them as a table, and raises ``AssertionError`` if any failed, so CI (nbval)
-and the book build fail with it.
-
-A claim that was written before the run and then did not reproduce is not re-written, re-declared
-or dropped: its chapter shows the evidence and says so, and the claim carries that as
-``known_failure="<where and how it fails, and where the chapter shows it>"``.  Its verdict is
-computed and shown exactly as for any other claim (a ``FAIL`` stays a ``FAIL`` on every page and
-in every count); only :meth:`Claims.report` does not raise for it, and it prints one
-``REPORTED <id> ...`` line per such claim after the ``CLAIM`` lines, whatever its verdict in this
-run.  Any other ``FAIL`` still fails the chapter.
-
-In a notebook it also records the same claims as JSON (the chapter, its profile and device, the
-library versions, and every claim with the paper's statement and the cell that checked it) in a
-MyST-NB ``glue`` record named :data:`CLAIMS_GLUE_KEY`, of media type :data:`CLAIMS_MIME`.  Nothing
-shows it; the book's claims dashboard and execution-status page (``book/_ext/icl_book.py``) read it.
-With the environment variable ``ICL_CLAIMS_DIR`` set (``make test`` and ``make book`` set it to
-``_build/claims``), it also writes them, with the time of the run, to
-``$ICL_CLAIMS_DIR/<profile>/<chapter>.json`` (atomically): a build of one profile shows the
-verdicts a run of the other profile recorded there beside its own.
-"""
+"""A chapter's claims as it decides them: :class:`Claims` collects them and prints the ``CLAIM``
+lines, the table and the JSON record every chapter ends with (see :mod:`icl_lib.claims`)."""
 
 from __future__ import annotations
 
@@ -61,27 +14,12 @@ from pathlib import Path
 
 import torch
 
-from .config import DEVICES, resolve_device
-from .validate import check_choice
-from .version import __version__
+from ..config import DEVICES, resolve_device
+from ..validate import check_choice
+from ..version import __version__
+from .rules import Rule, format_value
 
-__all__ = [
-    "Claims",
-    "Claim",
-    "Rule",
-    "Within",
-    "Above",
-    "Below",
-    "Outside",
-    "Excludes",
-    "VERDICTS",
-    "PROFILES",
-    "KINDS",
-    "format_value",
-    "CLAIM_LINE",
-    "CLAIMS_MIME",
-    "CLAIMS_GLUE_KEY",
-]
+__all__ = ["Claims", "Claim", "VERDICTS", "PROFILES", "KINDS", "CLAIM_LINE", "CLAIMS_MIME", "CLAIMS_GLUE_KEY"]
 
 # The machine-readable claims that Claims.report() records: a glue record (the format of
 # myst_nb.glue(..., display=False) and scrapbook), so that notebook front-ends and the book show
@@ -102,109 +40,6 @@ CLAIM_LINE = re.compile(
     r"profiles=(\S*)\s*$",
     re.M,
 )
-
-
-def format_value(value) -> str:
-    """Compact text for a measured value: 4 significant digits for floats, lists element-wise."""
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return str(value)
-        return f"{value:.4g}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(format_value(v) for v in value) + "]"
-    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
-        return format_value(value.item())
-    return str(value).replace(" ", "")
-
-
-class Rule:
-    """A decision on an interval ``[lo, hi]``: ``PASS`` if all of it satisfies the rule, ``FAIL`` if
-    none of it does, ``INCONCLUSIVE`` otherwise.  ``text`` is the rule as printed.  Rules combine
-    with ``&`` (all must pass; any failure fails)."""
-
-    text = ""
-
-    def decide(self, lo: float, hi: float) -> str:
-        raise NotImplementedError
-
-    def __and__(self, other: "Rule") -> "Rule":
-        return _All(self, other)
-
-
-class _All(Rule):
-    def __init__(self, *rules: Rule):
-        self.rules = rules
-        self.text = "&".join(r.text for r in rules)
-
-    def decide(self, lo, hi):
-        verdicts = [r.decide(lo, hi) for r in self.rules]
-        if "FAIL" in verdicts:
-            return "FAIL"
-        return "PASS" if all(v == "PASS" for v in verdicts) else "INCONCLUSIVE"
-
-
-class Within(Rule):
-    """The quantity lies in ``[a, b]``."""
-
-    def __init__(self, a: float, b: float):
-        self.a, self.b = float(a), float(b)
-        self.text = f"in[{format_value(self.a)},{format_value(self.b)}]"
-
-    def decide(self, lo, hi):
-        if self.a <= lo and hi <= self.b:
-            return "PASS"
-        return "FAIL" if hi < self.a or lo > self.b else "INCONCLUSIVE"
-
-
-class Above(Rule):
-    """The quantity exceeds ``t``."""
-
-    def __init__(self, t: float):
-        self.t = float(t)
-        self.text = f">{format_value(self.t)}"
-
-    def decide(self, lo, hi):
-        return "PASS" if lo > self.t else ("FAIL" if hi <= self.t else "INCONCLUSIVE")
-
-
-class Below(Rule):
-    """The quantity is below ``t``."""
-
-    def __init__(self, t: float):
-        self.t = float(t)
-        self.text = f"<{format_value(self.t)}"
-
-    def decide(self, lo, hi):
-        return "PASS" if hi < self.t else ("FAIL" if lo >= self.t else "INCONCLUSIVE")
-
-
-class Outside(Rule):
-    """The quantity lies outside ``[a, b]`` (e.g. a ratio that differs from 1 by more than a margin):
-    ``PASS`` when the interval lies wholly outside, ``FAIL`` when it lies wholly inside."""
-
-    def __init__(self, a: float, b: float):
-        self.a, self.b = float(a), float(b)
-        self.text = f"outside[{format_value(self.a)},{format_value(self.b)}]"
-
-    def decide(self, lo, hi):
-        if hi < self.a or lo > self.b:
-            return "PASS"
-        return "FAIL" if self.a <= lo and hi <= self.b else "INCONCLUSIVE"
-
-
-class Excludes(Rule):
-    """The data tell the quantity apart from a rival hypothesis's value ``v``: ``PASS`` when the
-    interval excludes ``v``, ``INCONCLUSIVE`` when it contains it (the data cannot decide; they
-    never refute the paper's claim on their own)."""
-
-    def __init__(self, v: float, name: str = ""):
-        self.v = float(v)
-        self.text = f"excludes({name + '=' if name else ''}{format_value(self.v)})"
-
-    def decide(self, lo, hi):
-        return "INCONCLUSIVE" if lo <= self.v <= hi else "PASS"
 
 
 @dataclass
@@ -411,7 +246,7 @@ class Claims:
 def _decide_text(estimate, rule: Rule, n: int | None, unit: str, undecided: str) -> str:
     """What would decide an INCONCLUSIVE claim: ``"about 36 seeds per head count would decide it at
     the measured value and spread (12 here); <undecided>"``."""
-    from .stats import size_to_decide  # stats imports validate only; claims is imported by stats' users
+    from ..stats import size_to_decide  # stats imports validate only; claims is imported by stats' users
 
     if n is None:
         text = "the size that would decide it is not given"
