@@ -120,8 +120,11 @@ def test_chapter_7_the_sweep_on_several_tasks():
 
 def test_chapter_9_the_trap_sweep_then_the_grid():
     s = setup("09_phase_diagram")
-    assert isinstance(s, PhaseDiagramSetup) and sizes(s) == {"sweep": 88, "grid": 92}
-    assert len(set(s.specs())) == 148 and {r.train.steps for r in s.specs()} == {s.horizon.steps} == {6000}
+    causes = {"causes: base": 8 * 3, "causes: batch 4096": 8, "causes: SGD": 8, "causes: form (3.1)": 8}
+    assert isinstance(s, PhaseDiagramSetup) and sizes(s) == {"sweep": 88, "grid": 92, "longer": 4 * 2, **causes}
+    # the sweep and the grid share 32 runs; the longer runs train five horizons
+    assert len(set(s.specs())) == 148 + 8 + 48 and s.horizon.steps == 6000
+    assert {r.train.steps for r in s.specs()} == {6000, 5 * 6000}
     assert sum(s.sweep.plan().values()) == 88 and sum(s.grid_plan.values()) == 92
 
 

@@ -41,6 +41,8 @@ __all__ = [
     "Cell",
     "PhaseGrid",
     "profile_lrs",
+    "profile_grid",
+    "AXIS_VALUES",
     "grid_specs",
     "train_grid",
     "projected_seconds",
@@ -48,8 +50,20 @@ __all__ = [
 ]
 
 AXES = ("H", "d", "L", "sigma2", "lr", "init_scale")  # the grid's axes, as the tables name them
-LRS = {"quick": (1e-3, 3e-3, 1e-2), "paper": (1e-3, 3e-3, 1e-2)}  # Adam rates: the paper's first
-SEEDS = {"quick": (12, 4), "paper": (8, 8)}  # (head-axis seeds, seeds of the other cells) by profile
+LRS = {"quick": (1e-3, 3e-3, 1e-2), "paper": (1e-3, 3e-4, 3e-3, 1e-2, 3e-2)}  # Adam rates: the paper's first
+SEEDS = {"quick": (12, 4), "paper": (64, 64)}  # (head-axis seeds, seeds of the other cells) by profile
+# The grid's axes by profile (the first value of each: paper 1's setting, the centre).  The paper
+# profile's slice walks out of the centre along one axis at a time, 64 seeds a cell: d at a fixed
+# L / d = 8 (d = 3 to 10), L at d = 5 (10 to 80), d at L = 40 and L at d = 8, the noise, the Adam
+# rate and the initial scale; the quick profile's is a few cells of each.
+AXIS_VALUES = {
+    "quick": dict(heads=(1, 2, 3, 4, 5), shapes=((5, 40), (8, 16), (8, 32), (8, 64), (3, 40)), sigma2s=(0.1, 0.5),
+                  init_scales=(1.0, 0.1)),
+    "paper": dict(heads=(1, 2, 3, 4, 5),
+                  shapes=((5, 40), (3, 24), (4, 32), (6, 48), (8, 64), (10, 80), (5, 10), (5, 20), (5, 30), (5, 60),
+                          (5, 80), (3, 40), (8, 40), (8, 16), (8, 32)),
+                  sigma2s=(0.1, 0.0, 0.02, 0.05, 0.5, 1.0), init_scales=(1.0, 0.03, 0.1, 0.3, 3.0)),
+}
 FULL_SEEDS = 16  # seeds per cell of the full grid (a cluster's: :meth:`PhaseGrid.full`)
 MAX_RUNS = 50_000  # the most runs one grid may ask for
 # The engine's rate on one NVIDIA H200 (model-steps/s, ensemble of 256 models at d = 5, L = 40,
@@ -90,8 +104,8 @@ def _distinct(name: str, values: tuple) -> tuple:
 def _shapes(values) -> tuple:
     """``[[d, L], ...]`` (or its text) as a tuple of ``(d, L)`` pairs, each checked by name."""
     values = literal_list("shapes", values)
-    if not isinstance(values, (list, tuple)) or not 1 <= len(values) <= 8:
-        fail("shapes", values, "a list of 1 to 8 pairs [d, L]")
+    if not isinstance(values, (list, tuple)) or not 1 <= len(values) <= 16:
+        fail("shapes", values, "a list of 1 to 16 pairs [d, L]")
     out = []
     for i, pair in enumerate(values):
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
@@ -106,8 +120,8 @@ class PhaseGrid:
 
     ``shapes`` are ``(d, L)`` pairs (so that a line d / L = const, the proportional regime, is a
     choice of pairs).  Validated at construction, each list by its parameter's name (``heads``,
-    ``shapes``, ``sigma2s``, ``lrs``, ``init_scales``; at most 8 values each): H in [1, 8], d in
-    [1, 16], L in [2, 128], sigma^2 in [0, 10], lr in (0, 0.1], init scale in (0, 10].
+    ``shapes``, ``sigma2s``, ``lrs``, ``init_scales``; at most 8 values each, 16 shapes): H in
+    [1, 8], d in [1, 16], L in [2, 128], sigma^2 in [0, 10], lr in (0, 0.1], init scale in (0, 10].
     """
 
     heads: tuple
@@ -181,6 +195,15 @@ def profile_lrs(profile: str, lrs=None) -> tuple:
     profile's own rate, so that the centre's runs are those of chapters 2 and 5)."""
     check_choice("profile", profile, ("quick", "paper"))
     return LRS[profile] if lrs is None else lrs
+
+
+def profile_grid(profile: str, heads=None, shapes=None, sigma2s=None, lrs=None, init_scales=None) -> PhaseGrid:
+    """The profile's grid (:data:`AXIS_VALUES`, :func:`profile_lrs`) with the given axes in place of
+    its own (``None``: the profile's)."""
+    own = AXIS_VALUES[check_choice("profile", profile, ("quick", "paper"))]
+    given = dict(heads=heads, shapes=shapes, sigma2s=sigma2s, init_scales=init_scales)
+    axes = {k: own[k] if v is None else v for k, v in given.items()}
+    return PhaseGrid(axes["heads"], axes["shapes"], axes["sigma2s"], profile_lrs(profile, lrs), axes["init_scales"])
 
 
 def grid_specs(plan: Mapping[Cell, int], seed: int, train_cfg: TrainConfig) -> list[RunSpec]:

@@ -47,7 +47,8 @@ from .sweeps import heads_sweep_specs
 
 __all__ = ["TrapSweep", "STEPS", "SWEEP", "FIRST_SEED", "trap_sweep", "trap_specs", "horizon_config", "run_outcome",
            "outcome_table", "select", "pattern_rate", "rate_table", "trap_given", "rank_auc", "settled_steps",
-           "stored_long_runs", "summary", "anchor_plan", "anchor_specs", "anchor_outcomes"]
+           "stored_long_runs", "summary", "anchor_plan", "anchor_specs", "anchor_outcomes", "longer_plan",
+           "longer_specs", "LONGER"]
 
 STEPS = {"quick": 6_000, "paper": 20_000}  # the horizon: Adam steps of every run of the sweep
 FIRST_SEED = 1000  # the sweep's first seed: fresh (the other chapters use seeds below 100)
@@ -55,7 +56,7 @@ FIRST_SEED = 1000  # the sweep's first seed: fresh (the other chapters use seeds
 # the paper's 1e-3), seeds per cell, seeds of the anchor cells
 SWEEP = {
     "quick": dict(heads=(2, 3), init_scales=(1.0, 0.1), lrs=(1e-3, 3e-3), seeds=8, anchor_seeds=16),
-    "paper": dict(heads=(2, 3, 4), init_scales=(1.0, 0.3, 0.1, 0.03), lrs=(1e-3, 3e-3), seeds=24,
+    "paper": dict(heads=(2, 3, 4), init_scales=(1.0, 0.3, 0.1, 0.03), lrs=(1e-3, 3e-3), seeds=64,
                   anchor_seeds=128),
 }
 D, L, SIGMA2 = 5, 40, 0.1  # paper 1's setting (Section 2)
@@ -134,6 +135,29 @@ def horizon_config(profile: str, steps: int | None = None) -> TrainConfig:
     steps = STEPS[check_choice("profile", profile, ("quick", "paper"))] if steps is None else check_int(
         "steps", steps, 100, 500_000)
     return dataclasses.replace(train_config(profile, steps=steps), n_log=160, val_size=2048)
+
+
+# The horizon checked on longer runs: four corner cells of the grid (two heads: d = 10 and L = 80;
+# Adam's rate 3e-2; initial scale 0.03; sigma^2 = 1), a few seeds each, trained LONGER times the
+# horizon; chosen before the grid's cells were trained.
+LONGER = 5
+LONGER_SEEDS = {"quick": 2, "paper": 8}
+
+
+def longer_plan(profile: str) -> dict[Cell, int]:
+    """``{cell: seeds}`` of the longer runs (:data:`LONGER`, :data:`LONGER_SEEDS`)."""
+    n = LONGER_SEEDS[check_choice("profile", profile, ("quick", "paper"))]
+    c = Cell(2, D, L, SIGMA2, 1e-3, 1.0)
+    cells = [dataclasses.replace(c, d=10, L=80), dataclasses.replace(c, lr=3e-2),
+             dataclasses.replace(c, init_scale=0.03), dataclasses.replace(c, sigma2=1.0)]
+    return {cell: n for cell in cells}
+
+
+def longer_specs(profile: str, seed: int = FIRST_SEED, steps: int | None = None) -> list[RunSpec]:
+    """The runs of :func:`longer_plan`: :data:`LONGER` times the horizon, from seed ``seed``."""
+    horizon = horizon_config(profile, steps)
+    longer = dataclasses.replace(horizon, steps=LONGER * horizon.steps)
+    return grid_specs(longer_plan(profile), seed, longer)
 
 
 def trap_specs(sweep: TrapSweep, profile: str, seed: int = FIRST_SEED, steps: int | None = None) -> list[RunSpec]:

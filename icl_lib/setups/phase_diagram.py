@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from ..chapter import renamed
 from ..config import RunSpec, TrainConfig, resolve_device
 from ..engine.profiles import resolve_profile
-from ..paper1.phase import PhaseGrid, grid_specs, profile_lrs
-from ..paper1.trap import TrapSweep, horizon_config, trap_specs, trap_sweep
+from ..paper1.phase import PhaseGrid, grid_specs, profile_grid
+from ..paper1.trap_causes import CauseDesign, cause_design
+from ..paper1.trap import TrapSweep, horizon_config, longer_specs, trap_specs, trap_sweep
 from ..validate import check_float, check_int, fail
 from .base import ChapterSetup
 
@@ -23,8 +24,10 @@ AXES = ("heads", "shapes", "sigma2s", "lrs", "init_scales", "seeds", "slice_seed
 class PhaseDiagramSetup(ChapterSetup):
     """Chapter 9 (beyond the papers): the trap sweep (:attr:`sweep`, from ``trap_heads``,
     ``init_scales``, ``lrs``, ``seeds``, ``anchor_seeds``), the grid (:attr:`grid`) and its
-    profile's slice (:attr:`grid_plan`), both trained to :attr:`horizon` from seed ``seed``; and
-    the sizes of the Monte Carlo, the Hessian, the restricted dynamics and the losses."""
+    profile's slice (:attr:`grid_plan`), both trained to :attr:`horizon` from seed ``seed``; the
+    initialisations trained on several data streams and the switches (:attr:`causes`, from
+    ``cause_inits``, ``cause_draws``, ``switch_draws``); and the sizes of the Monte Carlo, the
+    Hessian, the restricted dynamics and the losses."""
 
     chapter = "09_phase_diagram"
 
@@ -35,6 +38,7 @@ class PhaseDiagramSetup(ChapterSetup):
     sweep: TrapSweep
     grid: PhaseGrid
     grid_plan: dict
+    causes: CauseDesign
     horizon: TrainConfig
     n_mc: int
     n_batches: int
@@ -45,7 +49,8 @@ class PhaseDiagramSetup(ChapterSetup):
     @classmethod
     def from_parameters(cls, *, profile, seed, device, steps, trap_heads, init_scales, lrs, seeds, anchor_seeds, n_mc,
                         n_batches, restricted_steps, grid_heads, grid_shapes, grid_sigma2s, grid_lrs,
-                        grid_init_scales, grid_seeds, grid_slice_seeds, n_test, eta_tol) -> "PhaseDiagramSetup":
+                        grid_init_scales, grid_seeds, grid_slice_seeds, cause_inits, cause_draws, switch_draws,
+                        n_test, eta_tol) -> "PhaseDiagramSetup":
         """Validate chapter 9's parameters (a bad one raises ``ValueError`` naming it: the sweep's
         and the grid's own checks report the chapter's names, ``trap_heads``, ``grid_heads``, ...)
         and resolve the profile on the device and the profile's sweep and grid (``None``)."""
@@ -55,10 +60,12 @@ class PhaseDiagramSetup(ChapterSetup):
             sweep = trap_sweep(profile, heads=trap_heads, lrs=lrs, seeds=seeds, init_scales=init_scales,
                                anchor_seeds=anchor_seeds)
         with renamed(**{k: f"grid_{k}" for k in AXES}):
-            grid = PhaseGrid(grid_heads, grid_shapes, grid_sigma2s, profile_lrs(profile, grid_lrs), grid_init_scales)
+            grid = profile_grid(profile, grid_heads, grid_shapes, grid_sigma2s, grid_lrs, grid_init_scales)
             grid_plan = grid.plan(profile, grid_seeds, grid_slice_seeds)
         if sum(grid_plan.values()) > 6000:
             fail("grid_seeds", grid_seeds, "a grid of at most 6000 runs")
+        with renamed(inits="cause_inits", draws="cause_draws"):
+            causes = cause_design(profile, cause_inits, cause_draws, switch_draws)
         seed = check_int("seed", seed, 0, 2**62 - 4096)
         horizon = horizon_config(profile, steps)
         n_mc = check_int("n_mc", n_mc, 1000, 1_000_000)
@@ -66,13 +73,17 @@ class PhaseDiagramSetup(ChapterSetup):
         restricted_steps = check_int("restricted_steps", restricted_steps, 10, 100_000)
         n_test = check_int("n_test", n_test, 500, 50_000)
         eta_tol = check_float("eta_tol", eta_tol, 0.0, 1.0, lo_open=True)
-        return cls(profile, seed, device, steps, sweep, grid, grid_plan, horizon, n_mc, n_batches, restricted_steps,
-                   n_test, eta_tol)
+        return cls(profile, seed, device, steps, sweep, grid, grid_plan, causes, horizon, n_mc, n_batches,
+                   restricted_steps, n_test, eta_tol)
 
     def runs(self) -> dict[str, list[RunSpec]]:
-        """``{"sweep": ..., "grid": ...}``: the trap sweep's runs
+        """``{"sweep": ..., "grid": ..., "causes: base": ..., "causes: <switch>": ...}``: the trap sweep's runs
         (:func:`~icl_lib.paper1.trap.trap_specs` of ``sweep.plan()``), then the grid slice's
-        (:func:`~icl_lib.paper1.phase.grid_specs` of :attr:`grid_plan`); the chapter trains each
-        plan with :func:`~icl_lib.paper1.phase.train_grid` (seed ``seed``, :attr:`horizon`)."""
+        (:func:`~icl_lib.paper1.phase.grid_specs` of :attr:`grid_plan`), the longer runs of four corner
+        cells (:func:`~icl_lib.paper1.trap.longer_specs`); the chapter trains each
+        plan with :func:`~icl_lib.paper1.phase.train_grid` (seed ``seed``, :attr:`horizon`), then the
+        runs of :attr:`causes` (:meth:`~icl_lib.paper1.trap_causes.CauseDesign.runs`)."""
         return {"sweep": trap_specs(self.sweep, self.profile, self.seed, self.steps),
-                "grid": grid_specs(self.grid_plan, self.seed, self.horizon)}
+                "grid": grid_specs(self.grid_plan, self.seed, self.horizon),
+                "longer": longer_specs(self.profile, self.seed, self.steps),
+                **{f"causes: {k}": v for k, v in self.causes.runs(self.seed, self.horizon).items()}}

@@ -55,8 +55,8 @@ GRID = dict(heads=[1, 2, 3], shapes=[[4, 32], [2, 32], [8, 32], [4, 16], [2, 16]
 
 
 def test_the_grid_validates_every_axis_by_its_name():
-    nine = [[4, 32], [2, 8]] + [[1, L] for L in range(2, 9)]
-    for name, bad in [("heads", [0]), ("heads", []), ("shapes", []), ("shapes", nine), ("shapes", "x"),
+    seventeen = [[4, 32], [2, 8]] + [[1, L] for L in range(2, 17)]
+    for name, bad in [("heads", [0]), ("heads", []), ("shapes", []), ("shapes", seventeen), ("shapes", "x"),
                       ("shapes", "[[4, 32"), ("shapes", [[4]]), ("shapes", [[4, 32], 5]), ("shapes", [["x", 32]]),
                       ("shapes", [[17, 32]]), ("shapes", [[4, 1]]), ("shapes", [[4, 129]]),
                       ("shapes", [[4, 32], [4, 32]]), ("sigma2s", [-0.1]), ("sigma2s", [math.nan]), ("lrs", [0.0]),
@@ -122,7 +122,7 @@ def test_the_slice_is_every_head_count_at_the_centre_then_one_axis_at_a_time():
 
 def test_the_plan_gives_the_head_axis_and_the_slice_their_seeds_by_profile():
     g = ph.PhaseGrid(**GRID)
-    assert ph.SEEDS == {"quick": (12, 4), "paper": (8, 8)}
+    assert ph.SEEDS == {"quick": (12, 4), "paper": (64, 64)}
     quick = g.plan("quick")
     assert list(quick) == g.slice(2)
     assert list(quick.values()) == [12] * 3 + [4] * 7  # the head axis (H = 2's centre among it), then the slice
@@ -190,7 +190,7 @@ def test_grid_specs_one_run_per_cell_and_seed_with_the_cells_rate_and_scale():
 
 def test_the_profiles_rates():
     assert ph.profile_lrs("quick") == ph.LRS["quick"] == (1e-3, 3e-3, 1e-2)
-    assert ph.profile_lrs("paper") == ph.LRS["paper"] == (1e-3, 3e-3, 1e-2)
+    assert ph.profile_lrs("paper") == ph.LRS["paper"] == (1e-3, 3e-4, 3e-3, 1e-2, 3e-2)
     for profile in ("quick", "paper"):  # the first rate is the paper's (chapter 9's trap sweep shares it)
         assert ph.profile_lrs(profile)[0] == train_config("paper").lr
     assert ph.profile_lrs("paper", [0.01, 0.02]) == [0.01, 0.02] and ph.profile_lrs("quick", (5e-3,)) == (5e-3,)

@@ -31,10 +31,10 @@ def test_the_sweep_crosses_the_rates_for_one_head_count_and_gives_the_anchors_mo
 def test_the_profiles_sweeps_and_their_runs():
     paper = trap.trap_sweep("paper")
     # 7 anchor cells of 128 seeds (two to four heads at the first and the smallest scale, two heads at
-    # the second rate), 9 cells of 24
-    assert sum(paper.plan().values()) == 7 * 128 + 9 * 24 and len(paper.plan()) == 16
+    # the second rate), 9 cells of 64
+    assert sum(paper.plan().values()) == 7 * 128 + 9 * 64 and len(paper.plan()) == 16
     specs = trap.trap_specs(paper, "paper")
-    assert len(specs) == 7 * 128 + 9 * 24 and {s.train.steps for s in specs} == {20_000} and min(s.seed for s in specs) == 1000
+    assert len(specs) == 7 * 128 + 9 * 64 and {s.train.steps for s in specs} == {20_000} and min(s.seed for s in specs) == 1000
     assert {s.train.lr for s in specs} == {1e-3, 3e-3} and {s.model.init_scale for s in specs} == {1.0, 0.3, 0.1, 0.03}
     quick = trap.trap_specs(trap.trap_sweep("quick"), "quick", seed=7, steps=300)
     assert len(quick) == 5 * 16 + 8 and {s.train.steps for s in quick} == {300} and min(s.seed for s in quick) == 7

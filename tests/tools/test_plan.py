@@ -44,10 +44,13 @@ def test_the_quick_plan_lists_every_training_chapter_and_shares_runs():
     assert set(paper["03_two_stage_dynamics"]) <= set(long) and len(paper["03_two_stage_dynamics"]) == 3 * 36
     assert all(s.train.steps == 500_000 for c in paper if c not in ("02_patterns", "09_phase_diagram")
                for s in paper[c])
-    # chapter 9: the trap sweep (paper 1,112 runs, quick 88), then the grid's slice (paper 104, quick 92),
-    # whose centre with two to four heads is the sweep's: 1,176 and 148 distinct runs, all to the horizon
-    assert len(paper["09_phase_diagram"]) == 1112 + 104 and len(set(paper["09_phase_diagram"])) == 1176
-    assert len(plan["09_phase_diagram"]) == 88 + 92 and len(set(plan["09_phase_diagram"])) == 148
+    # chapter 9: the trap sweep (paper 1,472 runs, quick 88), the grid's slice (paper 2,048, quick 92), whose
+    # cells with two to four heads at the centre and two heads at the sweep's other scales and rate are the
+    # sweep's (paper 7 cells of 64 runs, quick 32 runs); the longer runs (paper 32, quick 8); the causes:
+    # initialisations x data streams (paper 512, quick 24) and the three switches (paper 64 + 128 + 128, quick 24)
+    assert len(paper["09_phase_diagram"]) == 1472 + 2048 + 32 + 512 + 320
+    assert len(set(paper["09_phase_diagram"])) == 1472 + 2048 - 7 * 64 + 32 + 512 + 320
+    assert len(plan["09_phase_diagram"]) == 88 + 92 + 8 + 24 + 24 and len(set(plan["09_phase_diagram"])) == 148 + 56
     assert {s.train.steps for s in paper["09_phase_diagram"]} == {20_000}
     assert {s.train.steps for s in plan["09_phase_diagram"]} == {6_000}
     assert min(s.seed for s in plan["09_phase_diagram"]) == 1000  # fresh seeds: not the other chapters'
@@ -60,7 +63,7 @@ def test_plan_command_describes_the_ensembles():
     p = subprocess.run([sys.executable, "-m", "icl_lib", "plan", "--profile", "quick", "--device", "cpu",
                         "--no-measure"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert "328 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
+    assert "384 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
     assert "d=5 L=40 tasks=1 softmax" in p.stdout and "384,000 model-steps" in p.stdout
     only = subprocess.run([sys.executable, "-m", "icl_lib", "plan", "--profile", "quick", "--device", "cpu",
                            "--no-measure", "--chapters", "02,05_optimality"], capture_output=True, text=True,
