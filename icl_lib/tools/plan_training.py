@@ -62,9 +62,11 @@ def train_plan(plan: dict[str, list[RunSpec]], device: str = "auto", progress: b
     seconds) to the numbers of an uninterrupted one.  ``executor="dask"`` sends each ensemble to a
     Dask cluster instead (:func:`icl_lib.engine.cluster.train_on_dask`: ``scheduler`` an address,
     or ``None`` for a local cluster of ``workers`` processes).  ``backend``: how a CPU computes a
-    step (:func:`~icl_lib.engine.execution.resolve_backend`).  Returns ``{chapter: runs}``."""
+    step (:func:`~icl_lib.engine.execution.resolve_backend`).  Both executors train the same
+    execution (``device``, ``backend``, and ``ICL_CUDA_GRAPH`` of this environment), and key the
+    runs with it.  Returns ``{chapter: runs}``."""
     check_choice("executor", executor, ("local", "dask"))
-    ex = Execution.resolve(device, backend=backend)
+    ex = Execution.resolve(device, graph=None, backend=backend, here=executor == "local")
     specs = unique_specs(plan)
     cache = RunCache()
     left = sum(s.train.steps for s in specs if not cache.path(ex.run_key(s)).exists())
@@ -73,8 +75,8 @@ def train_plan(plan: dict[str, list[RunSpec]], device: str = "auto", progress: b
         if executor == "dask":
             from ..engine.cluster import train_on_dask  # Dask is optional: imported only for it
 
-            runs = train_on_dask(specs, scheduler=scheduler, workers=workers, device=device,
-                                 max_ensemble=max_ensemble, progress=bar if bar.bar is not None else None)
+            runs = train_on_dask(specs, scheduler=scheduler, workers=workers, max_ensemble=max_ensemble,
+                                 progress=bar if bar.bar is not None else None, **ex.settings())
         else:
             runs = train(specs, device=device, progress=bar if bar.bar is not None else False,
                          max_ensemble=max_ensemble, checkpoint_every=checkpoint_every, backend=backend)
