@@ -20,16 +20,20 @@ e.g. one that ``dask-jobqueue`` (``SLURMCluster``, ``PBSCluster``) or ``dask-kub
 
 from __future__ import annotations
 
+import logging
 from typing import Callable, Sequence
 
 from ..config import RunSpec
 from ..validate import check_int
+from .atomic import WriteFailed
 from .cache import RunCache
 from .execution import Execution
 from .run import Run, meta_key
 from .training import group_chunks
 
 __all__ = ["train_group", "train_on_dask"]
+
+log = logging.getLogger(__name__)
 
 
 def train_group(specs: Sequence[RunSpec], execution: dict, threads: int | None = None) -> list[Run]:
@@ -73,8 +77,9 @@ def train_on_dask(
     Runs already in the local run cache are not sent.  The missing ones are grouped by shape into
     ensembles of at most ``max_ensemble`` (as :func:`icl_lib.train` does), each trained as one
     task (``retries`` further attempts if its worker is lost), longest first; each finished
-    ensemble is written to the run cache as it arrives.  ``scheduler=None`` starts a local
-    cluster of ``workers`` processes of one thread each.  ``progress`` is called with the
+    ensemble is written to the run cache as it arrives (runs that cannot be, on a full disk, are
+    returned all the same, with one warning line, as :func:`icl_lib.train` does).
+    ``scheduler=None`` starts a local cluster of ``workers`` processes of one thread each.  ``progress`` is called with the
     model-steps of every finished ensemble.
     """
     from dask.distributed import Client, LocalCluster, as_completed  # optional dependency
@@ -94,6 +99,7 @@ def train_on_dask(
             else:
                 todo[key] = s
     chunks = sorted(group_chunks(todo, max_ensemble), key=lambda c: -len(c) * todo[c[0]].train.steps)
+    unsaved: list[WriteFailed] = []
     cluster = None
     if chunks:
         if scheduler is None:
@@ -108,12 +114,18 @@ def train_on_dask(
                     if meta_key(run.spec, run.meta) != k:  # the worker trained another execution
                         raise RuntimeError(f"a Dask worker trained run {k} on {run.meta.get('device')} with "
                                            f"backend {run.meta.get('backend')!r}, not as asked ({ex})")
-                    store.save(k, run)
                     found[k] = run
+                    try:
+                        store.save(k, run)
+                    except WriteFailed as err:
+                        unsaved.append(err)
                 if progress is not None:
                     progress(sum(r.spec.train.steps for r in runs))
         finally:
             client.close()
             if cluster is not None:
                 cluster.close()
+            if unsaved:
+                log.warning("icl_lib run cache: %d trained runs could not be cached, the first because %s; they "
+                            "are returned, and a later call trains them again", len(unsaved), unsaved[0])
     return [found[ex.run_key(s)] for s in specs]

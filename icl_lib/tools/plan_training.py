@@ -19,6 +19,7 @@ import threading
 import torch
 
 from ..config import RunSpec
+from ..engine.atomic import WriteFailed
 from ..engine.cache import RunCache
 from ..engine.execution import Execution
 from ..engine.run import Run
@@ -105,7 +106,10 @@ def store_plan(plan: dict[str, list[RunSpec]], early_step: int = EARLY_STEP, dev
     instead, one single-threaded ensemble each, each taking the next ensemble (largest first)
     when its own is stored (:func:`_export_in_processes`): the same ensembles, checkpoints and
     numbers, without the threads of one process contending for its interpreter.  ``backend``: how
-    a CPU computes a step (a run's provenance names it).  Returns :meth:`RunStore.status` of the plan."""
+    a CPU computes a step (a run's provenance names it).  A store that cannot be written (a full
+    disk) raises :class:`~icl_lib.engine.atomic.WriteFailed` naming the file; the runs trained are
+    in the run cache then (or, if it is full too, in their checkpoints), so the same export, run
+    again with room, stores them without training them again.  Returns :meth:`RunStore.status` of the plan."""
     store = store or RunStore()
     max_ensemble = check_int("max_ensemble", max_ensemble, 1)
     processes = check_int("processes", processes, 1, 256)
@@ -197,6 +201,9 @@ def _export_worker(chunks: list[list[RunSpec]], taken, root: str, kwargs: dict) 
             store_plan({"ensemble": chunks[i]}, store=store, processes=1, **kwargs)
     except KeyboardInterrupt:
         sys.exit(130)  # the ensemble in training has written its checkpoint
+    except WriteFailed as err:  # one line, not a traceback: the export reports the failed worker
+        print(f"store export: worker process {os.getpid()}: error: {err}", file=sys.stderr)
+        sys.exit(1)
 
 
 def store_summary(plan: dict[str, list[RunSpec]], store: RunStore | None = None) -> dict[str, str]:
