@@ -179,7 +179,8 @@ class RunStore:
     def write_manifest(self) -> Path:
         """``manifest.json``: every entry's key, spec, device, date and code version (atomic: exports
         may run in several processes).  The temporary files that writers killed mid-write left in
-        the store and its ``ckpt/`` are removed first, so that the folder holds what it lists."""
+        the store and its ``ckpt/`` are removed first, so that the folder holds what it lists; a
+        manifest that already lists the entries is left as it is."""
         for folder in (self.root, self.checkpoint_dir):
             remove_stale_temporaries(folder)
         rows = []
@@ -188,7 +189,13 @@ class RunStore:
             if prov is not None:
                 rows.append({"key": p.stem, **{k: prov[k] for k in ("code", "device", "date", "steps", "spec")}})
         text = json.dumps(rows, indent=1, sort_keys=True) + "\n"
-        return write_atomic(self.root / "manifest.json", text.encode(), "run store manifest")
+        out = self.root / "manifest.json"
+        try:
+            if out.read_text() == text:
+                return out
+        except OSError:  # none yet, or unreadable: written
+            pass
+        return write_atomic(out, text.encode(), "run store manifest")
 
     # ---------------------------------------------------------------- reading
     @staticmethod

@@ -140,6 +140,8 @@ def store_plan(plan: dict[str, list[RunSpec]], early_step: int = EARLY_STEP, dev
     runs = train(todo, device, progress=progress, max_ensemble=max_ensemble, checkpoint_every=checkpoint_every,
                  checkpoint_dir=store.checkpoint_dir, on_trained=save, backend=backend)
     save([r for r in runs if store.entry(r.spec) is None])  # runs the run cache already held
+    if store.root.exists():  # an export killed after its last entry, before its manifest: listed now
+        store.write_manifest()
     return store.status(specs)
 
 
