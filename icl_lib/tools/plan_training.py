@@ -152,13 +152,15 @@ def _export_in_processes(chunks: list[list[RunSpec]], processes: int, store: Run
     The workers run in their own process group, so an interrupt reaches them once, from here: a
     ``KeyboardInterrupt`` (Ctrl-C, or SIGINT sent to this process alone) is passed on to every
     worker, which checkpoints its ensemble into the store's ``ckpt/`` and stops; then it
-    propagates.  A worker that fails raises a ``RuntimeError`` here once the others have ended."""
+    propagates.  A SIGKILL cannot be passed on: each worker watches this process and, once it is
+    gone, interrupts itself the same way (it does not train on, an orphan, under the next export).
+    A worker that fails raises a ``RuntimeError`` here once the others have ended."""
     import multiprocessing as mp
     import signal
 
     ctx = mp.get_context("spawn")  # a fresh interpreter: nothing of this one is inherited
     taken = ctx.Value("i", 0)  # the index of the next ensemble to take
-    workers = [ctx.Process(target=_export_worker, args=(chunks, taken, str(store.root), kwargs))
+    workers = [ctx.Process(target=_export_worker, args=(chunks, taken, str(store.root), kwargs, os.getpid()))
                for _ in range(processes)]
     for w in workers:
         w.start()
@@ -181,8 +183,23 @@ def _export_in_processes(chunks: list[list[RunSpec]], processes: int, store: Run
                            "their errors are printed above, and the ensembles they finished are in the store")
 
 
-def _export_worker(chunks: list[list[RunSpec]], taken, root: str, kwargs: dict) -> None:
-    """One worker process of :func:`_export_in_processes`: store the next ensemble until none is left."""
+def _interrupt_when_orphaned(parent: int, every: float = 0.5) -> None:
+    """Send this process SIGINT (its ensemble checkpoints and it stops, as on Ctrl-C) once its
+    parent, the export process ``parent``, is gone: watched from a daemon thread every ``every`` s."""
+    import signal
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=watch, name="export-parent-watch", daemon=True).start()
+
+
+def _export_worker(chunks: list[list[RunSpec]], taken, root: str, kwargs: dict, parent: int) -> None:
+    """One worker process of :func:`_export_in_processes` (``parent``: its process id): store the
+    next ensemble until none is left."""
     import signal
     import sys
 
@@ -194,6 +211,7 @@ def _export_worker(chunks: list[list[RunSpec]], taken, root: str, kwargs: dict) 
     torch.set_num_threads(1)
     store = RunStore(root)
     try:
+        _interrupt_when_orphaned(parent)
         while True:
             with taken.get_lock():
                 i = taken.value

@@ -2,7 +2,7 @@
 through writing a checkpoint, a run-cache entry, a store entry, the manifest -- and started again
 each time, ends with a store whose every entry verifies, a manifest that lists exactly its entries,
 the numbers of an export never killed, and no temporary, half-written or orphaned file left in the
-store or the run cache."""
+store or the run cache.  An export in worker processes killed so leaves no worker training on."""
 
 import json
 import os
@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from icl_lib import DataConfig, ModelConfig, RunSpec, TrainConfig
@@ -115,3 +116,65 @@ def test_an_export_killed_at_every_kind_of_write_resumes_to_a_store_that_verifie
             assert torch.equal(a.run.params[k], b.run.params[k]) and torch.equal(a.early_params[k], b.early_params[k])
         assert torch.equal(a.run.history["val_loss"], b.run.history["val_loss"])
 
+
+ORPHANS = """
+from icl_lib import DataConfig, ModelConfig, RunSpec, TrainConfig
+from icl_lib.tools.plan_training import store_plan
+tc = TrainConfig(steps=200_000, batch=16, lr=1e-3, n_log=8, val_size=64)
+plan = {"ch": [RunSpec(DataConfig(d=3, L=6), ModelConfig(heads=h), tc, seed=0) for h in (1, 2)]}
+store_plan(plan, early_step=20, device="cpu", command="test", progress=False, max_ensemble=1,
+           checkpoint_every=0.2, processes=2, backend="eager")
+"""
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped by its new parent, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+def test_the_workers_of_an_export_killed_with_sigkill_checkpoint_and_stop(tmp_path):
+    """`store export --processes 2`: its workers run in their own process group, so a SIGKILL of the
+    export reaches none of them.  Before, they trained on, orphans, writing the store and racing
+    the next export; now each notices its export gone, checkpoints its ensemble and stops."""
+    store_dir = tmp_path / "store"
+    env = dict(os.environ, ICL_STORE_DIR=str(store_dir), ICL_CACHE_DIR=str(tmp_path / "cache"),
+               ICL_BACKEND="eager", PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", ICL_PROGRESS="0")
+    proc = subprocess.Popen([sys.executable, "-c", ORPHANS], env=env, cwd=tmp_path, start_new_session=True)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while len(list((store_dir / "ckpt").glob("*.pt"))) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(list((store_dir / "ckpt").glob("*.pt"))) == 2, "two ensembles should be in training"
+        workers = [w for w in _children(proc.pid) if "spawn_main" in Path(f"/proc/{w}/cmdline").read_text()]
+        assert len(workers) == 2
+        os.kill(proc.pid, signal.SIGKILL)  # the export alone, as `kill -9 PID` does
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while any(_running(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_running(w) for w in workers), "the workers of a killed export train on"
+    finally:
+        for pid in [proc.pid] + workers:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+    checkpoints = RunStore(store_dir).checkpoints()
+    assert len(checkpoints) == 2 and all(c["resumable"] and 0 < c["step"] < 200_000 for c in checkpoints)
+    assert not _temporaries(store_dir) and not list(store_dir.glob("*.npz"))
