@@ -88,7 +88,8 @@ browser-test: install
 bench: install
 	$(PY) -m icl_lib.tools.bench
 
-# On a machine with a CUDA device: CUDA tests, benchmark with and without CUDA graphs (.ci/gpu-check).
+# On a machine with a CUDA device: CUDA tests, benchmark with and without CUDA graphs, a chapter
+# executed on the GPU, a few minutes of store export (.ci/gpu-check).
 gpu-check: install
 	PYTHON=$(PY) .ci/gpu-check
 

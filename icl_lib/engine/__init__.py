@@ -11,6 +11,7 @@
 * :mod:`~icl_lib.engine.run`       -- :class:`Run`, :func:`stack_models` and :func:`describe_sources`
 * :mod:`~icl_lib.engine.cache`     -- the run cache shared by chapters
 * :mod:`~icl_lib.engine.store`     -- the committed run store of runs trained elsewhere
+* :mod:`~icl_lib.engine.atomic`    -- files written whole or not at all, and one clear error when not
 * :mod:`~icl_lib.engine.profiles`  -- ``quick`` / ``paper`` / ``auto`` for both papers
 """
 

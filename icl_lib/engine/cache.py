@@ -2,15 +2,17 @@
 
 A run's key (:meth:`icl_lib.config.RunSpec.key`) hashes its :class:`RunSpec`, the device type and
 ``MODEL_CODE_VERSION``; chapters, ``nbval`` and the book build asking for the same run share it.
-Entries are written atomically (temporary file, then rename) with a checksum of their contents,
-and loaded with ``torch.load(weights_only=True)``.  Every entry is verified when it is loaded: it
+Entries are written atomically (temporary file, then rename: :mod:`icl_lib.engine.atomic`) with a
+checksum of their contents, and loaded with ``torch.load(weights_only=True)``.  Every entry is verified when it is loaded: it
 must unpickle, carry a valid checksum, hold the spec whose key it is stored under, and have finite
 parameters of the spec's shapes.  A file that fails (truncated, empty, foreign, another run's,
 corrupted) is moved aside to ``corrupt/`` with one warning line naming it, and the run is trained
 again -- a cache entry is never served unverified.  Training takes an exclusive file lock per run
 key (in sorted order, so two processes never deadlock): when two processes want the same run, one
 trains it and the other waits, then loads it.  An ensemble in progress checkpoints into ``ckpt/``
-and resumes from there after an interruption.
+and resumes from there after an interruption.  A write that fails (a full disk) leaves no
+temporary file and raises one :class:`~icl_lib.engine.atomic.WriteFailed` naming the file; the
+temporary files of a process killed while writing are removed when the cache is next opened.
 
 The folder is ``$ICL_CACHE_DIR`` when set, else ``_build/icl_cache`` in the project checkout, else
 ``~/.cache/icl_lib``.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import io
 import json
 import logging
 import os
@@ -31,6 +34,7 @@ from typing import Iterator, Sequence
 import torch
 
 from ..config import RunSpec
+from .atomic import remove_stale_temporaries, write_atomic
 from .run import Run, meta_key
 
 __all__ = ["RunCache", "cache_dir", "checkpoint_name", "CorruptEntry", "payload_checksum"]
@@ -78,6 +82,8 @@ class RunCache:
     def __init__(self, root: str | os.PathLike | None = None):
         self.root = Path(root) if root is not None else cache_dir()
         self.root.mkdir(parents=True, exist_ok=True)
+        for folder in (self.root, self.root / "ckpt"):  # what writers killed mid-write left
+            remove_stale_temporaries(folder)
 
     def path(self, key: str) -> Path:
         return self.root / f"{key}.pt"
@@ -135,7 +141,9 @@ class RunCache:
         log.warning("icl_lib run cache: %s is not a valid entry (%s); %s, the run is trained again", p, why, where)
 
     def save(self, key: str, run) -> Path:
-        """Store ``run`` atomically under ``key``."""
+        """Store ``run`` atomically under ``key``; a write that fails (a full disk) leaves nothing
+        behind and raises :class:`~icl_lib.engine.atomic.WriteFailed` (:func:`icl_lib.train` then
+        returns the run uncached, with a warning)."""
         payload = {
             "format": FORMAT,
             "spec": json.dumps(run.spec.to_dict(), sort_keys=True),
@@ -144,11 +152,9 @@ class RunCache:
             "meta": {k: v for k, v in run.meta.items() if k != "cached"},
         }
         payload["checksum"] = payload_checksum(payload)
-        p = self.path(key)
-        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-        torch.save(payload, tmp)
-        os.replace(tmp, p)
-        return p
+        buf = io.BytesIO()
+        torch.save(payload, buf)
+        return write_atomic(self.path(key), buf.getvalue(), "run cache entry")
 
     @contextlib.contextmanager
     def locked(self, keys: Sequence[str]) -> Iterator[None]:

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config import resolve_device
-from ..validate import check_int
+from ..config import DEVICES, resolve_device
+from ..validate import check_choice, check_int
 
 __all__ = ["Execution", "GPU_DRAW_AHEAD", "BACKENDS", "DEFAULT_CPU_BACKEND", "resolve_backend", "resolve_draw_ahead",
            "tune_cpu_allocator"]
@@ -80,13 +80,21 @@ class Execution:
     @classmethod
     def resolve(
         cls, device="auto", draw_ahead: int | str = "auto", graph: bool | None = False, compile: bool | str = "auto",
-        backend: str = "auto",
+        backend: str = "auto", here: bool = True,
     ) -> "Execution":
         """Resolve ``"auto"`` choices for this machine and check the rest.
 
         ``graph=None`` reads the environment variable ``ICL_CUDA_GRAPH`` (``1``: on, CUDA only).
+        ``here=False`` resolves it for workers elsewhere (a Dask cluster's:
+        :func:`~icl_lib.engine.cluster.train_on_dask`): a named device need not be present on this
+        machine (``"auto"`` is still this machine's choice, and the environment read is this
+        machine's); each worker resolves :meth:`settings` again, which checks its device.
         """
-        dev = resolve_device(device)
+        if here or device == "auto":
+            dev = resolve_device(device)
+        else:
+            dev = torch.device(check_choice("device", device.type if isinstance(device, torch.device) else device,
+                                            DEVICES))
         backend = resolve_backend(backend, dev)
         if graph is None:
             graph = dev.type == "cuda" and os.environ.get("ICL_CUDA_GRAPH", "0") == "1"
@@ -100,6 +108,12 @@ class Execution:
         if backend == "fused" and draw != 1:
             raise ValueError(f"draw_ahead={draw} is invalid with backend='fused': accepted 1 (it draws inside the step)")
         return cls(dev, draw, bool(graph), bool(compile) and not graph, backend)
+
+    def settings(self) -> dict:
+        """The keyword arguments of :meth:`resolve` that give this execution again, every choice
+        made (what a Dask worker is sent: :func:`~icl_lib.engine.cluster.train_group`)."""
+        return {"device": self.device.type, "draw_ahead": self.draw_ahead, "graph": self.graph,
+                "compile": self.compile, "backend": self.backend}
 
     def run_key(self, spec) -> str:
         """The run-cache key of ``spec`` trained under this execution (:meth:`RunSpec.key` of its

@@ -13,7 +13,10 @@ parameters, the logged history thinned to at most :data:`HISTORY_POINTS` snapsho
 steps kept, log-spaced after), the parameters of an early checkpoint (the run's *early twin*: the
 same spec trained for ``early_step`` steps, which with a constant learning rate are the run's own
 first steps), and the provenance as JSON (spec, model-code version, torch version, device, steps,
-wall time, date, the command, a checksum of the arrays).  ``manifest.json`` lists them.
+wall time, date, the command, a checksum of the arrays).  ``manifest.json`` lists them.  Entries
+and manifest are written atomically (:mod:`icl_lib.engine.atomic`): a write that fails (a full
+disk) leaves no temporary file and raises one :class:`~icl_lib.engine.atomic.WriteFailed` naming
+the file, and writing the manifest first removes what writers killed mid-write left.
 
 Integrity: an entry must carry its checksum, the current model-code version (an entry of other
 model code is *stale*: reported, never used) and its spec; :func:`verify_early` retrains a stored
@@ -30,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import hashlib
+import io
 import json
 import logging
 import os
@@ -42,6 +46,7 @@ import torch
 
 from ..config import RunSpec
 from ..version import MODEL_CODE_VERSION
+from .atomic import remove_stale_temporaries, write_atomic
 from .cache import checkpoint_name
 from .run import Run
 
@@ -130,7 +135,10 @@ class RunStore:
 
     # ---------------------------------------------------------------- writing
     def save(self, run: Run, early: Run, command: str) -> Path:
-        """Store ``run`` with its early twin ``early`` (same spec, fewer steps) and provenance."""
+        """Store ``run`` with its early twin ``early`` (same spec, fewer steps) and provenance, then
+        rewrite the manifest; raises :class:`~icl_lib.engine.atomic.WriteFailed` if either cannot
+        be written (nothing half-written is left; an entry written before a failed manifest is
+        listed by the next :meth:`write_manifest`)."""
         if early_twin(run.spec, early.spec.train.steps) != early.spec:
             raise ValueError("early is invalid: accepted the early twin of run (the same spec with fewer steps)")
         hist = _thin(run.history)
@@ -162,25 +170,32 @@ class RunStore:
         }
         arrays["provenance"] = np.array(json.dumps(provenance, sort_keys=True))
         self.root.mkdir(parents=True, exist_ok=True)
-        p = self.path(run.spec)
-        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp.npz")
-        np.savez_compressed(tmp, **arrays)
-        os.replace(tmp, p)
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **arrays)
+        p = write_atomic(self.path(run.spec), buf.getvalue(), "run store entry")
         self.write_manifest()
         return p
 
     def write_manifest(self) -> Path:
-        """``manifest.json``: every entry's key, spec, device, date and code version."""
+        """``manifest.json``: every entry's key, spec, device, date and code version (atomic: exports
+        may run in several processes).  The temporary files that writers killed mid-write left in
+        the store and its ``ckpt/`` are removed first, so that the folder holds what it lists; a
+        manifest that already lists the entries is left as it is."""
+        for folder in (self.root, self.checkpoint_dir):
+            remove_stale_temporaries(folder)
         rows = []
         for p in sorted(self.root.glob("*.npz")):
             prov = self._provenance(p)
             if prov is not None:
                 rows.append({"key": p.stem, **{k: prov[k] for k in ("code", "device", "date", "steps", "spec")}})
+        text = json.dumps(rows, indent=1, sort_keys=True) + "\n"
         out = self.root / "manifest.json"
-        tmp = out.with_name(f".manifest.json.{os.getpid()}.tmp")  # atomic: exports may run in several processes
-        tmp.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, out)
-        return out
+        try:
+            if out.read_text() == text:
+                return out
+        except OSError:  # none yet, or unreadable: written
+            pass
+        return write_atomic(out, text.encode(), "run store manifest")
 
     # ---------------------------------------------------------------- reading
     @staticmethod

@@ -14,15 +14,19 @@ with the source and the step chosen once from the :class:`~icl_lib.engine.execut
 The history records, at the steps of ``TrainConfig.log_steps()``, the training-batch loss, the loss
 on a fixed held-out validation set, and every head's ``KQ`` and ``OV`` circuits (chapter 3's
 dynamics), all taken before that step's update.  Long runs checkpoint atomically (temporary file,
-then rename) and resume to the same parameters as an uninterrupted run, also after Ctrl-C (which
-ends the current step first).  A diverging run (a non-finite loss, or a loss far above that of
+then rename: :mod:`icl_lib.engine.atomic`) and resume to the same parameters as an uninterrupted
+run, also after Ctrl-C (which ends the current step first).  A periodic checkpoint that cannot be
+written (a full disk) costs one warning line, not the run: training goes on, and tries again at
+the next one.  A diverging run (a non-finite loss, or a loss far above that of
 predicting 0: :class:`~icl_lib.engine.steps.DivergenceWatch`) stops with an error naming the
 step and the learning rate.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import signal
 import threading
@@ -37,6 +41,7 @@ from ..data import Batch, TaskSampler
 from ..seeding import content_seed, generator, make_generators
 from ..validate import check_int
 from ..version import MODEL_CODE_VERSION
+from .atomic import WriteFailed, remove_stale_temporaries, write_atomic
 from .execution import Execution, tune_cpu_allocator
 from .forms import FormOptimizer
 from .run import Run, empty_model
@@ -44,6 +49,8 @@ from .sources import AheadSource, PlainSource, PrefetchSource, ShardSource, set_
 from .steps import DivergenceWatch, EagerStep, GraphStep, ShardedStep, TrainingDiverged, make_loss_fn, make_shards
 
 __all__ = ["EnsembleTrainer", "TrainingDiverged", "validation_batch"]
+
+log = logging.getLogger(__name__)
 
 
 def validation_batch(spec: RunSpec, device="cpu", dtype=torch.float32) -> Batch:
@@ -127,6 +134,9 @@ class EnsembleTrainer:
         self.report = progress if callable(progress) else None  # called with R after every step
         self.progress = progress is True and os.environ.get("ICL_PROGRESS", "1") != "0"
         self.source, self.stepper = self._source_and_step(shards)
+        self.checkpoint_failed = False  # a periodic checkpoint could not be written (said once)
+        if self.checkpoint is not None:  # what a writer of it killed mid-write left
+            remove_stale_temporaries(self.checkpoint.parent, self.checkpoint.name)
         if self.checkpoint is not None and self.checkpoint.exists():
             self.load_state_dict(torch.load(self.checkpoint, map_location=self.device, weights_only=True))
 
@@ -204,13 +214,27 @@ class EnsembleTrainer:
         self.history = {k: [x.cpu() if torch.is_tensor(x) else x for x in v] for k, v in state["history"].items()}
 
     def save_checkpoint(self) -> None:
-        """Write the checkpoint atomically: a temporary file in the same folder, then a rename."""
+        """Write the checkpoint atomically: a temporary file in the same folder, then a rename; a
+        write that fails leaves no temporary file and raises :class:`~icl_lib.engine.atomic.WriteFailed`."""
         if self.checkpoint is None:
             return
-        self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.checkpoint.with_name(f".{self.checkpoint.name}.{os.getpid()}.tmp")
-        torch.save(self.state_dict(), tmp)
-        os.replace(tmp, self.checkpoint)
+        buf = io.BytesIO()
+        torch.save(self.state_dict(), buf)
+        try:
+            self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise WriteFailed("checkpoint", self.checkpoint, buf.tell(), err) from err
+        write_atomic(self.checkpoint, buf.getvalue(), "checkpoint")
+
+    def _checkpoint_or_warn(self, then: str) -> None:
+        """Save the checkpoint; if it cannot be written, say so in one warning line (once per
+        trainer) and go on (``then``: what happens next, for that line)."""
+        try:
+            self.save_checkpoint()
+        except WriteFailed as err:
+            if not self.checkpoint_failed:
+                log.warning("icl_lib trainer: %s at step %d; %s", err, self.step, then)
+            self.checkpoint_failed = True
 
     # ----------------------------------------------------------------- history
     @torch.no_grad()
@@ -284,7 +308,7 @@ class EnsembleTrainer:
                     self.source.rewind()
                     self.elapsed += now - t0
                     t0 = now
-                    self.save_checkpoint()
+                    self._checkpoint_or_warn("training goes on, and tries again at the next checkpoint")
                     last_ckpt = time.perf_counter()
             if self.step == steps and steps not in recorded:
                 with torch.no_grad():
@@ -298,7 +322,8 @@ class EnsembleTrainer:
         except KeyboardInterrupt:
             self.source.rewind()
             self.elapsed += time.perf_counter() - t0
-            self.save_checkpoint()
+            self.checkpoint_failed = False  # this one is always reported
+            self._checkpoint_or_warn("the interrupted run resumes from its last checkpoint written, if any")
             raise
         finally:
             interrupted.restore()

@@ -5,12 +5,14 @@
 :class:`~icl_lib.engine.execution.Execution` once for all of them, and trains them: on a CPU with
 T threads an ensemble that costs more than 1/T of the work left trains alone on all threads
 (split into shards), the others side by side, one single-threaded ensemble per thread, largest
-first (:func:`schedule`).  Every result is stored in the cache as soon as its ensemble finishes.
+first (:func:`schedule`).  Every result is stored in the cache as soon as its ensemble finishes;
+a run that cannot be stored there (a full disk) is still returned, with one warning line.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +22,7 @@ import torch
 
 from ..config import RunSpec
 from ..validate import check_int
+from .atomic import WriteFailed
 from .cache import RunCache
 from .execution import Execution
 from .run import Run
@@ -29,6 +32,7 @@ from .trainer import EnsembleTrainer
 __all__ = ["train", "train_groups", "schedule", "group_chunks", "chunk_cost"]
 
 K = TypeVar("K", bound=Hashable)
+log = logging.getLogger(__name__)
 
 
 def chunk_cost(chunk: Sequence[str], todo: dict) -> float:
@@ -121,6 +125,13 @@ def train(
     With the environment variable ``ICL_RUN_LOG`` set to a file, every requested run's key and
     spec are appended to it as JSON lines (what a process asked for: the book's plan is tested
     against what its chapters train with it, :mod:`icl_lib.tools.plan`).
+
+    A trained run that cannot be written to the run cache (a full disk: the cache's
+    :class:`~icl_lib.engine.atomic.WriteFailed`) is not lost: it is returned like the others, and
+    one warning line of the logger ``icl_lib.engine.training`` says how many runs were not cached,
+    naming the first file and why; their ensemble's checkpoint is kept, so a later call resumes
+    there instead of from step 0.  An error of ``on_trained`` (the run store's, for ``store
+    export``) propagates; the runs of that ensemble are in the cache by then, if it could write them.
     """
     specs = list(specs)
     for k, s in enumerate(specs):
@@ -146,6 +157,7 @@ def train(
                     found[key] = run
     todo = {key: s for key, s in zip(keys, specs) if key not in found}
     chunks = group_chunks(todo, max_ensemble)
+    unsaved: list[WriteFailed] = []  # runs trained but not cached (list.append: safe from the threads)
 
     def train_chunk(chunk: list[str], shards: int | None = None, stop=None) -> None:
         if store is None:
@@ -171,18 +183,30 @@ def train(
                 shards=shards, execution=ex,
             )
             runs = trainer.run(stop=stop)
+            failed = 0
             for k, run in zip(missing, runs):
-                store.save(k, run)
                 found[k] = run
-            ckpt.unlink(missing_ok=True)
+                try:
+                    store.save(k, run)
+                except WriteFailed as err:
+                    unsaved.append(err)
+                    failed += 1
+            if not failed:  # else a later call resumes from the checkpoint, not from step 0
+                ckpt.unlink(missing_ok=True)
         if on_trained is not None:
             on_trained(runs)
 
     solo, together = schedule(chunks, todo, ex.device)
-    for chunk in solo:
-        train_chunk(chunk)
-    if together:
-        _train_concurrently(together, train_chunk)
+    try:
+        for chunk in solo:
+            train_chunk(chunk)
+        if together:
+            _train_concurrently(together, train_chunk)
+    finally:
+        if unsaved:
+            log.warning("icl_lib run cache: %d trained runs could not be cached, the first because %s; they "
+                        "are returned, and a later call trains them again (from their checkpoint, if one was "
+                        "written)", len(unsaved), unsaved[0])
     return [found[key] for key in keys]
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
+from ..engine.atomic import WriteFailed
 from ..engine.steps import TrainingDiverged
 from ..engine.trainer import EnsembleTrainer
 from ..validate import check_choice, check_float, check_int
@@ -269,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:  # invalid parameter: the library's message names it
         print(f"python -m icl_lib {args.command}: error: {err}", file=sys.stderr)
         return 2
-    except TrainingDiverged as err:
+    except (TrainingDiverged, WriteFailed) as err:  # WriteFailed: a file (of the run store) not written
         print(f"python -m icl_lib {args.command}: error: {err}", file=sys.stderr)
         return 1
 

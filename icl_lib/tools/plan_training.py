@@ -19,6 +19,7 @@ import threading
 import torch
 
 from ..config import RunSpec
+from ..engine.atomic import WriteFailed
 from ..engine.cache import RunCache
 from ..engine.execution import Execution
 from ..engine.run import Run
@@ -62,9 +63,11 @@ def train_plan(plan: dict[str, list[RunSpec]], device: str = "auto", progress: b
     seconds) to the numbers of an uninterrupted one.  ``executor="dask"`` sends each ensemble to a
     Dask cluster instead (:func:`icl_lib.engine.cluster.train_on_dask`: ``scheduler`` an address,
     or ``None`` for a local cluster of ``workers`` processes).  ``backend``: how a CPU computes a
-    step (:func:`~icl_lib.engine.execution.resolve_backend`).  Returns ``{chapter: runs}``."""
+    step (:func:`~icl_lib.engine.execution.resolve_backend`).  Both executors train the same
+    execution (``device``, ``backend``, and ``ICL_CUDA_GRAPH`` of this environment), and key the
+    runs with it.  Returns ``{chapter: runs}``."""
     check_choice("executor", executor, ("local", "dask"))
-    ex = Execution.resolve(device, backend=backend)
+    ex = Execution.resolve(device, graph=None, backend=backend, here=executor == "local")
     specs = unique_specs(plan)
     cache = RunCache()
     left = sum(s.train.steps for s in specs if not cache.path(ex.run_key(s)).exists())
@@ -73,8 +76,8 @@ def train_plan(plan: dict[str, list[RunSpec]], device: str = "auto", progress: b
         if executor == "dask":
             from ..engine.cluster import train_on_dask  # Dask is optional: imported only for it
 
-            runs = train_on_dask(specs, scheduler=scheduler, workers=workers, device=device,
-                                 max_ensemble=max_ensemble, progress=bar if bar.bar is not None else None)
+            runs = train_on_dask(specs, scheduler=scheduler, workers=workers, max_ensemble=max_ensemble,
+                                 progress=bar if bar.bar is not None else None, **ex.settings())
         else:
             runs = train(specs, device=device, progress=bar if bar.bar is not None else False,
                          max_ensemble=max_ensemble, checkpoint_every=checkpoint_every, backend=backend)
@@ -103,7 +106,10 @@ def store_plan(plan: dict[str, list[RunSpec]], early_step: int = EARLY_STEP, dev
     instead, one single-threaded ensemble each, each taking the next ensemble (largest first)
     when its own is stored (:func:`_export_in_processes`): the same ensembles, checkpoints and
     numbers, without the threads of one process contending for its interpreter.  ``backend``: how
-    a CPU computes a step (a run's provenance names it).  Returns :meth:`RunStore.status` of the plan."""
+    a CPU computes a step (a run's provenance names it).  A store that cannot be written (a full
+    disk) raises :class:`~icl_lib.engine.atomic.WriteFailed` naming the file; the runs trained are
+    in the run cache then (or, if it is full too, in their checkpoints), so the same export, run
+    again with room, stores them without training them again.  Returns :meth:`RunStore.status` of the plan."""
     store = store or RunStore()
     max_ensemble = check_int("max_ensemble", max_ensemble, 1)
     processes = check_int("processes", processes, 1, 256)
@@ -134,6 +140,8 @@ def store_plan(plan: dict[str, list[RunSpec]], early_step: int = EARLY_STEP, dev
     runs = train(todo, device, progress=progress, max_ensemble=max_ensemble, checkpoint_every=checkpoint_every,
                  checkpoint_dir=store.checkpoint_dir, on_trained=save, backend=backend)
     save([r for r in runs if store.entry(r.spec) is None])  # runs the run cache already held
+    if store.root.exists():  # an export killed after its last entry, before its manifest: listed now
+        store.write_manifest()
     return store.status(specs)
 
 
@@ -144,13 +152,15 @@ def _export_in_processes(chunks: list[list[RunSpec]], processes: int, store: Run
     The workers run in their own process group, so an interrupt reaches them once, from here: a
     ``KeyboardInterrupt`` (Ctrl-C, or SIGINT sent to this process alone) is passed on to every
     worker, which checkpoints its ensemble into the store's ``ckpt/`` and stops; then it
-    propagates.  A worker that fails raises a ``RuntimeError`` here once the others have ended."""
+    propagates.  A SIGKILL cannot be passed on: each worker watches this process and, once it is
+    gone, interrupts itself the same way (it does not train on, an orphan, under the next export).
+    A worker that fails raises a ``RuntimeError`` here once the others have ended."""
     import multiprocessing as mp
     import signal
 
     ctx = mp.get_context("spawn")  # a fresh interpreter: nothing of this one is inherited
     taken = ctx.Value("i", 0)  # the index of the next ensemble to take
-    workers = [ctx.Process(target=_export_worker, args=(chunks, taken, str(store.root), kwargs))
+    workers = [ctx.Process(target=_export_worker, args=(chunks, taken, str(store.root), kwargs, os.getpid()))
                for _ in range(processes)]
     for w in workers:
         w.start()
@@ -173,8 +183,23 @@ def _export_in_processes(chunks: list[list[RunSpec]], processes: int, store: Run
                            "their errors are printed above, and the ensembles they finished are in the store")
 
 
-def _export_worker(chunks: list[list[RunSpec]], taken, root: str, kwargs: dict) -> None:
-    """One worker process of :func:`_export_in_processes`: store the next ensemble until none is left."""
+def _interrupt_when_orphaned(parent: int, every: float = 0.5) -> None:
+    """Send this process SIGINT (its ensemble checkpoints and it stops, as on Ctrl-C) once its
+    parent, the export process ``parent``, is gone: watched from a daemon thread every ``every`` s."""
+    import signal
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=watch, name="export-parent-watch", daemon=True).start()
+
+
+def _export_worker(chunks: list[list[RunSpec]], taken, root: str, kwargs: dict, parent: int) -> None:
+    """One worker process of :func:`_export_in_processes` (``parent``: its process id): store the
+    next ensemble until none is left."""
     import signal
     import sys
 
@@ -186,6 +211,7 @@ def _export_worker(chunks: list[list[RunSpec]], taken, root: str, kwargs: dict) 
     torch.set_num_threads(1)
     store = RunStore(root)
     try:
+        _interrupt_when_orphaned(parent)
         while True:
             with taken.get_lock():
                 i = taken.value
@@ -195,6 +221,9 @@ def _export_worker(chunks: list[list[RunSpec]], taken, root: str, kwargs: dict) 
             store_plan({"ensemble": chunks[i]}, store=store, processes=1, **kwargs)
     except KeyboardInterrupt:
         sys.exit(130)  # the ensemble in training has written its checkpoint
+    except WriteFailed as err:  # one line, not a traceback: the export reports the failed worker
+        print(f"store export: worker process {os.getpid()}: error: {err}", file=sys.stderr)
+        sys.exit(1)
 
 
 def store_summary(plan: dict[str, list[RunSpec]], store: RunStore | None = None) -> dict[str, str]:
