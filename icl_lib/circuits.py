@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 __all__ = [
@@ -34,13 +35,24 @@ __all__ = [
     "kq_offdiag_ratio",
     "ov_offlast_ratio",
     "dummy_heads",
+    "pattern_kinds",
     "PatternSummary",
     "summarize_pattern",
     "pattern_history",
     "DUMMY_TOL",
+    "SHAPE_TOL",
+    "PATTERNS",
 ]
 
-DUMMY_TOL = 0.2  # a head is dummy when both |omega_h| and |mu_h| are below this share of the model's largest
+# A head is live when both of its scales are at least this share of the model's largest: its OV scale
+# |mu_h| (what it writes to the output) and its KQ scale |omega_h| (what makes its attention read the
+# query); a head that has lost either adds no term mu_h omega_h of the predictor's size: a dummy head.
+DUMMY_TOL = 0.2
+# The form (3.1) holds when, pooled over the live heads, the KQ mass off the diagonal (the columns that
+# meet the query) and the OV mass off the label entry are each below this share of the diagonal and
+# label mass (chapter 2's shape claims use the same threshold per model).
+SHAPE_TOL = 0.5
+PATTERNS = ("pos/neg", "single-sign", "single-head", "unformed")  # what a model's circuits are
 
 
 def omega_of(KQ: torch.Tensor, d: int) -> torch.Tensor:
@@ -121,14 +133,43 @@ def ov_offlast_ratio(OV: torch.Tensor, d: int, task: int = 0) -> torch.Tensor:
 
 
 def dummy_heads(omega: torch.Tensor, mu: torch.Tensor, tol: float = DUMMY_TOL) -> torch.Tensor:
-    """Dummy heads (paper 1, Section 4.2): ``|omega_h|`` and ``|mu_h|`` both below ``tol`` times the
-    model's largest.  A single-head model has no dummy head."""
+    """Dummy heads (paper 1, Section 4.2 and C.1: a head that "degenerates"), by what a head
+    contributes: ``|mu_h|`` (what it writes to the output) or ``|omega_h|`` (what makes its
+    attention read the query) below ``tol`` times the model's largest, so that the head adds no
+    term ``mu_h omega_h`` of the predictor's size (:data:`DUMMY_TOL`).  A head whose OV has died
+    while its KQ keeps its scale is dummy: the sign of its ``mu_h`` is noise.  A single-head model
+    has no dummy head.  ``(..., H)`` -> ``(..., H)`` booleans."""
     small_w = omega.abs() < tol * omega.abs().amax(-1, keepdim=True)
     small_m = mu.abs() < tol * mu.abs().amax(-1, keepdim=True)
-    dummy = small_w & small_m
+    dummy = small_w | small_m
     if omega.shape[-1] == 1:
         dummy = torch.zeros_like(dummy)
     return dummy
+
+
+def pattern_kinds(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY_TOL,
+                  shape_tol: float = SHAPE_TOL) -> tuple[np.ndarray, torch.Tensor]:
+    """The book's one definition of paper 1's pattern, for circuits ``KQ (..., H, D, D)``, ``OV
+    (..., H, N, D)`` (one model, or a history of snapshots): ``(kind (...) of str, live (..., H))``.
+
+    A model is in the positive/negative pattern (``"pos/neg"``) when its circuits have the form
+    (3.1) -- pooled over the live heads (:func:`dummy_heads`), the KQ mass off the diagonal and the
+    OV mass off the label entry below ``shape_tol`` of the diagonal and label mass -- and its live
+    heads have both signs of ``omega_h``; of the form with one sign, ``"single-sign"`` (H >= 2: the
+    kernel-regressor trap) or ``"single-head"`` (H = 1); not of the form, ``"unformed"`` (the signs
+    alone never make a pattern).  Chapters 2, 3, 5, 6, 7 and 9 read every model with it."""
+    KQ, OV = KQ.detach().double().cpu(), OV.detach().double().cpu()
+    H = KQ.shape[-3]
+    w, m = omega_of(KQ, d), mu_of(OV, d)
+    live = ~dummy_heads(w, m, tol)
+    off2, diag2 = _kq_parts(KQ, d)
+    offo2, last2 = _ov_parts(OV, d)
+    kq = (off2 * live).sum(-1).sqrt() / (diag2 * live).sum(-1).sqrt()
+    ov = (offo2 * live).sum(-1).sqrt() / (last2 * live).sum(-1).sqrt()
+    shape = ((kq < shape_tol) & (ov < shape_tol)).numpy()
+    both = ((live & (w > 0)).any(-1) & (live & (w < 0)).any(-1)).numpy()
+    kind = np.where(both, "pos/neg", "single-sign") if H > 1 else np.full(shape.shape, "single-head")
+    return np.where(shape, kind, "unformed"), live
 
 
 @dataclass
@@ -145,7 +186,7 @@ class PatternSummary:
     sign_matched: bool  # sign(omega_h) = sign(mu_h) for every non-dummy head
     zero_sum: float  # |sum_h mu_h| / sum_h |mu_h| (nan for H = 1)
     omega_spread: float  # (max - min) / mean of |omega_h| over non-dummy heads
-    kind: str  # "single-head" (H = 1), "pos/neg" (both signs), "single-sign" (H >= 2, one sign)
+    kind: str  # one of PATTERNS (pattern_kinds): "pos/neg", "single-sign", "single-head", "unformed"
 
     @property
     def n_dummy(self) -> int:
@@ -153,16 +194,15 @@ class PatternSummary:
 
 
 def summarize_pattern(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY_TOL) -> PatternSummary:
-    """Summarise one model's circuits ``KQ (H, D, D)``, ``OV (H, N, D)`` (only its real heads)."""
+    """Summarise one model's circuits ``KQ (H, D, D)``, ``OV (H, N, D)`` (only its real heads); its
+    ``kind`` is :func:`pattern_kinds`'s."""
     KQ, OV = KQ.detach().double().cpu(), OV.detach().double().cpu()
     H = KQ.shape[0]
     w, m = omega_of(KQ, d), mu_of(OV, d)
-    dummy = dummy_heads(w, m, tol)
-    live = ~dummy
-    groups = ["dummy" if dummy[h] else ("positive" if w[h] > 0 else "negative") for h in range(H)]
+    kinds, live = pattern_kinds(KQ, OV, d, tol)
+    groups = ["dummy" if not live[h] else ("positive" if w[h] > 0 else "negative") for h in range(H)]
     aw = w[live].abs()
-    signs = {g for g in groups if g != "dummy"}
-    kind = "single-head" if H == 1 else ("pos/neg" if len(signs) == 2 else "single-sign")
+    kind = str(kinds)
     return PatternSummary(
         heads=H,
         omega=w.tolist(),
@@ -173,7 +213,7 @@ def summarize_pattern(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = D
         ov_offlast=float(_pooled_ratio(*_ov_parts(OV[live], d))),
         sign_matched=bool((torch.sign(w[live]) == torch.sign(m[live])).all()),
         zero_sum=float(m.sum().abs() / m.abs().sum()) if H > 1 else float("nan"),
-        omega_spread=float((aw.max() - aw.min()) / aw.mean()),
+        omega_spread=float((aw.max() - aw.min()) / aw.mean()) if len(aw) else float("nan"),
         kind=kind,
     )
 

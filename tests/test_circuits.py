@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from icl_lib import AttentionEnsemble, DataConfig, summarize_pattern
-from icl_lib.circuits import dummy_heads, kq_offdiag_ratio, ov_offlast_ratio, pattern_history
+from icl_lib.circuits import dummy_heads, kq_offdiag_ratio, ov_offlast_ratio, pattern_history, pattern_kinds
 from icl_lib.estimators import model_risk, mc_risk, debiased_gd_risk
 
 d, D = 5, 6
@@ -54,10 +54,36 @@ def test_sign_mismatch_and_single_sign():
     assert single.kind == "single-head" and math.isnan(single.zero_sum) and single.n_dummy == 0
 
 
-def test_dummy_rule_needs_both_small():
-    omega = torch.tensor([0.2, 0.01, 0.01])
-    mu = torch.tensor([2.0, 0.01, 1.0])
-    assert dummy_heads(omega, mu).tolist() == [False, True, False]
+def test_a_head_is_dummy_when_either_of_its_contributions_is_small():
+    omega = torch.tensor([0.2, 0.01, 0.01, 0.2])
+    mu = torch.tensor([2.0, 0.01, 1.0, 0.01])
+    assert dummy_heads(omega, mu).tolist() == [False, True, True, True]
+
+
+def test_the_one_definition_of_the_pattern_on_hand_built_circuits():
+    # a true pattern: two positive heads, one negative, (3.1) exactly
+    true = summarize_pattern(*circuits([0.13, 0.13, -0.13], [1.0, 0.9, -1.9]), d)
+    assert true.kind == "pos/neg" and true.sign_matched and true.n_dummy == 0
+    # a trapped model: every live head of one sign, (3.1) exactly
+    trapped = summarize_pattern(*circuits([0.5, 0.6], [0.7, 0.8]), d)
+    assert trapped.kind == "single-sign"
+    # a dying head: its OV has died (mu near 0) while its KQ keeps a third of the largest scale; the
+    # sign of its mu is noise, so it is dummy and the model is sign-matched and in the pattern
+    dying = summarize_pattern(*circuits([0.13, 0.04, -0.13, -0.12], [1.0, -1e-4, -0.5, -0.5]), d)
+    assert dying.groups[1] == "dummy" and dying.sign_matched and dying.kind == "pos/neg"
+    # both signs without the OV shape (OV mass off the label entry 100 times |mu|): not the pattern
+    KQ, OV = circuits([1e-3, -1e-3], [0.01, -0.01])
+    OV[:, 0, :d] = 1.0
+    shapeless = summarize_pattern(KQ, OV, d)
+    assert shapeless.kind == "unformed" and shapeless.ov_offlast > 50
+    # nor without the KQ shape
+    KQ, OV = circuits([0.1, -0.1], [1.0, -1.0])
+    KQ[:, 0, 1:d] = 0.5
+    assert summarize_pattern(KQ, OV, d).kind == "unformed"
+    # the vectorised form over a history agrees with the one-model summaries
+    models = [circuits([0.13, 0.13, -0.13], [1.0, 0.9, -1.9]), circuits([0.5, 0.6, 0.55], [0.7, 0.8, 0.9])]
+    kinds, live = pattern_kinds(torch.stack([k for k, _ in models]), torch.stack([o for _, o in models]), d)
+    assert kinds.tolist() == ["pos/neg", "single-sign"] and live.all()
 
 
 def test_pattern_history_follows_time():

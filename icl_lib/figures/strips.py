@@ -18,7 +18,7 @@ from .style import fixed_jitter
 
 __all__ = ["loss_strip", "interval_strip", "task_loss_plot", "PATTERN_COLORS"]
 
-PATTERN_COLORS = {"single-head": "C0", "pos/neg": "C2", "single-sign": "C3"}  # by PatternSummary.kind
+PATTERN_COLORS = {"single-head": "C0", "pos/neg": "C2", "single-sign": "C3", "unformed": "C7"}  # by PatternSummary.kind
 
 
 def task_loss_plot(losses: "pandas.DataFrame", refs: "pandas.DataFrame", fig=None):  # noqa: F821

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..circuits import DUMMY_TOL, dummy_heads, effective_rate, mu_of, omega_of
+from ..circuits import DUMMY_TOL, PATTERNS, SHAPE_TOL, effective_rate, pattern_kinds
 from ..config import DataConfig
 from ..engine import Run
 from ..engine.run import stack_models
@@ -77,35 +77,18 @@ __all__ = [
     "UNDECIDED",
 ]
 
-OUTCOMES = ("pos/neg", "single-sign", "single-head", "unformed")  # what a run ends in
-SHAPE_TOL = 0.5  # chapter 2's thresholds of the form (3.1): KQ off-diag / diag and OV off-label / |mu|
+OUTCOMES = PATTERNS  # what a run ends in (icl_lib.circuits.pattern_kinds)
 UNDECIDED = Estimate(math.nan, -math.inf, math.inf, LEVEL, "not in this grid")  # a comparison without its cells
 
 
 # ------------------------------------------------------------------------------------ one run
 def outcome_codes(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY_TOL) -> tuple[np.ndarray, np.ndarray]:
     """The outcome and the number of dummy heads of every snapshot of a history ``KQ (T, H, D, D)``,
-    ``OV (T, H, N, D)``, computed at once: the rules of :func:`~icl_lib.circuits.summarize_pattern`
-    (the form (3.1) pooled over the non-dummy heads below :data:`SHAPE_TOL`; ``kind``).  Returns
-    ``(outcome (T,) of str, dummies (T,) of int)``; outcomes are :data:`OUTCOMES`."""
-    KQ, OV = KQ.detach().double().cpu(), OV.detach().double().cpu()
-    H = KQ.shape[-3]
-    w, m = omega_of(KQ, d), mu_of(OV, d)  # (T, H)
-    live = ~dummy_heads(w, m, tol)  # (T, H)
-    block = KQ[..., :, :d]  # (T, H, D, d): the columns that meet x_q
-    diag2 = block[..., :d, :].diagonal(dim1=-2, dim2=-1).pow(2).sum(-1)  # (T, H)
-    off2 = (block.pow(2).sum((-1, -2)) - diag2).clamp_min(0)
-    row = OV[..., 0, :]  # (T, H, D)
-    last2 = row[..., d].pow(2)
-    offo2 = (row.pow(2).sum(-1) - last2).clamp_min(0)
-    kq_ratio = (off2 * live).sum(-1).sqrt() / (diag2 * live).sum(-1).sqrt()  # (T,)
-    ov_ratio = (offo2 * live).sum(-1).sqrt() / (last2 * live).sum(-1).sqrt()
-    shape = (kq_ratio < SHAPE_TOL) & (ov_ratio < SHAPE_TOL)
-    pos = (live & (w > 0)).any(-1)
-    neg = (live & ~(w > 0)).any(-1)
-    kind = np.where(pos & neg, "pos/neg", "single-sign") if H > 1 else np.full(len(w), "single-head")
-    out = np.where(shape.numpy(), kind, "unformed")
-    return out, (~live).sum(-1).numpy()
+    ``OV (T, H, N, D)``, computed at once by the book's one definition of the pattern
+    (:func:`~icl_lib.circuits.pattern_kinds`).  Returns ``(outcome (T,) of str, dummies (T,) of
+    int)``; outcomes are :data:`OUTCOMES`."""
+    kinds, live = pattern_kinds(KQ, OV, d, tol)
+    return kinds, (~live).sum(-1).numpy()
 
 
 def run_record(run: Run, cell: Cell) -> dict:
