@@ -45,9 +45,10 @@ from .intervals import (
     median_ci,
     paired_diff,
     proportion_ci,
+    sign_fraction,
 )
 
-__all__ = ["Estimate", "median_ci", "mean_ci", "proportion_ci", "paired_diff", "fraction_diff", "mean_se_from_sums",
+__all__ = ["Estimate", "median_ci", "mean_ci", "proportion_ci", "sign_fraction", "paired_diff", "fraction_diff", "mean_se_from_sums",
            "interval_at", "size_to_decide", "LEVEL", "censored_median_ci", "linear_slope", "loglog_slope", "extreme",
            "interval_image", "paired_ratio", "seed_ratio", "median_of", "ratio", "spread", "seed_median_ci",
            "largest", "smallest", "envelope", "ratio_ci", "seeds_to_decide", "diff_seeds_to_decide",

@@ -84,7 +84,8 @@ def extreme(values, ses, kind: str = "max", df=None, level: float = LEVEL, what:
     else:
         fail("kind", kind, "one of 'max', 'min', 'absmax'")
     label = what or f"{kind} of {v.size}"
-    return Estimate(float(val), float(a), float(b), level, f"{label}, Bonferroni-simultaneous intervals")
+    return Estimate(float(val), float(a), float(b), level, f"{label}, Bonferroni-simultaneous intervals",
+                    at_level=lambda lv: extreme(values, ses, kind, df, lv, what))
 
 
 def interval_image(
@@ -165,7 +166,8 @@ def median_of(estimates: Sequence[Estimate], level: float = LEVEL) -> Estimate:
     lo, hi = (lows[k - 1], highs[n - k]) if k >= 1 else (-math.inf, math.inf)
     value = float(np.median([e.value for e in estimates]))
     return Estimate(value, float(lo), float(hi), level, f"median of {n} seeds, order-statistic interval of "
-                    "the seeds' own intervals")
+                    "the seeds' own intervals",
+                    at_level=lambda lv: median_of([e.at(_split(lv, 2)) for e in estimates], _split(lv, 2)))
 
 
 def _positive(name: str, e: Estimate) -> None:
@@ -184,7 +186,7 @@ def ratio(a: Estimate, b: Estimate) -> Estimate:
     hi = a.hi / b.lo if b.lo > 0 else math.inf
     level = 1 - (1 - a.level) - (1 - b.level)
     return Estimate(a.value / b.value, float(lo), float(hi), level, "ratio of independent estimates, "
-                    "Bonferroni interval")
+                    "Bonferroni interval", at_level=lambda lv: ratio(a.at(_split(lv, 2)), b.at(_split(lv, 2))))
 
 
 def spread(estimates: Sequence[Estimate]) -> Estimate:
@@ -202,8 +204,15 @@ def spread(estimates: Sequence[Estimate]) -> Estimate:
     lo = max(0.0, max(e.lo for e in estimates) / min(e.hi for e in estimates) - 1)
     hi = max(e.hi for e in estimates) / min_lo - 1 if min_lo > 0 else math.inf
     level = 1 - sum(1 - e.level for e in estimates)
+    m = len(estimates)
     return Estimate(max(values) / min(values) - 1, float(lo), float(hi), level,
-                    f"max/min - 1 of {len(estimates)} independent estimates, Bonferroni interval")
+                    f"max/min - 1 of {m} independent estimates, Bonferroni interval",
+                    at_level=lambda lv: spread([e.at(_split(lv, m)) for e in estimates]))
+
+
+def _split(level: float, m: int) -> float:
+    """The level of each of ``m`` intervals whose joint (Bonferroni) level is ``level``."""
+    return 1 - (1 - level) / m
 
 
 def _z(level: float) -> float:
@@ -223,7 +232,8 @@ def seed_median_ci(values, ses=None, level: float = LEVEL) -> Estimate:
     if ses.shape != np.asarray(values).shape or not np.isfinite(ses).all() or (ses < 0).any():
         fail("ses", list(ses[:8]), "one finite standard error >= 0 per value")
     w = _z(level) * float(ses.max())
-    return Estimate(est.value, est.lo - w, est.hi + w, level, est.what + ", widened by z x the largest test-set se")
+    return Estimate(est.value, est.lo - w, est.hi + w, level, est.what + ", widened by z x the largest test-set se",
+                    at_level=lambda lv: seed_median_ci(values, ses, lv))
 
 
 def largest(estimates: Mapping) -> Estimate:
@@ -244,7 +254,8 @@ def _bound_of(estimates: Mapping, pick, word: str) -> Estimate:
     if not e:
         fail("estimates", estimates, "at least one Estimate")
     return Estimate(pick(x.value for x in e), pick(x.lo for x in e), pick(x.hi for x in e), e[0].level,
-                    f"{word} of {len(e)}: " + ", ".join(f"{k}" for k in estimates))
+                    f"{word} of {len(e)}: " + ", ".join(f"{k}" for k in estimates),
+                    at_level=lambda lv: _bound_of({k: x.at(lv) for k, x in estimates.items()}, pick, word))
 
 
 def envelope(estimates: Mapping) -> Estimate:
@@ -256,7 +267,8 @@ def envelope(estimates: Mapping) -> Estimate:
         fail("estimates", estimates, "at least one Estimate")
     far = max(e, key=lambda x: abs(x.value))
     return Estimate(far.value, min(x.lo for x in e), max(x.hi for x in e), e[0].level,
-                    f"hull of {len(e)}: " + ", ".join(f"{k}" for k in estimates))
+                    f"hull of {len(e)}: " + ", ".join(f"{k}" for k in estimates),
+                    at_level=lambda lv: envelope({k: x.at(lv) for k, x in estimates.items()}))
 
 
 def ratio_ci(a, b, level: float = LEVEL) -> Estimate:
@@ -266,4 +278,5 @@ def ratio_ci(a, b, level: float = LEVEL) -> Estimate:
     lb = np.log(np.asarray(torch.as_tensor(b, dtype=torch.float64).cpu(), dtype=float).reshape(-1))
     e = mean_ci(la - lb, level)
     return Estimate(math.exp(e.value), math.exp(e.lo), math.exp(e.hi), level,
-                    f"geometric-mean ratio over {len(la)} paired repetitions, t interval")
+                    f"geometric-mean ratio over {len(la)} paired repetitions, t interval",
+                    at_level=lambda lv: ratio_ci(a, b, lv))

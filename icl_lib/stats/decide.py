@@ -19,7 +19,7 @@ from typing import Callable
 
 from ..validate import check_int
 from .estimate import LEVEL, Estimate
-from .intervals import _cp
+from .intervals import _cp, _newcombe
 
 __all__ = ["interval_at", "size_to_decide", "seeds_to_decide", "diff_seeds_to_decide", "seeds_for_interval"]
 
@@ -79,17 +79,17 @@ def seeds_to_decide(k: int, n: int, threshold: float, level: float = LEVEL, most
 
 def diff_seeds_to_decide(k1: int, n1: int, k2: int, n2: int, threshold: float = 0.0, level: float = LEVEL,
                          most: int = 100_000) -> int | None:
-    """The number of seeds of the first group at which :func:`~icl_lib.stats.intervals.fraction_diff`'s interval of the
-    difference ``k1/n1 - k2/n2`` (fractions kept, both groups grown in proportion) would lie on one
-    side of ``threshold``; ``None`` when the difference equals it or nothing up to ``most`` does."""
+    """The number of seeds of the first group at which :func:`~icl_lib.stats.intervals.fraction_diff`'s
+    (Newcombe) interval of the difference ``k1/n1 - k2/n2`` (fractions kept, both groups grown in
+    proportion) would lie on one side of ``threshold``; ``None`` when the difference equals it or
+    nothing up to ``most`` does."""
     p1, p2 = k1 / n1, k2 / n2
     if abs(p1 - p2 - threshold) < 1e-12:
         return None
-    each = (1 + level) / 2
     m = 1.0
     while n1 * m <= most:
-        (lo1, hi1), (lo2, hi2) = _cp(p1 * n1 * m, n1 * m, each), _cp(p2 * n2 * m, n2 * m, each)
-        if lo1 - hi2 > threshold or hi1 - lo2 < threshold:
+        lo, hi = _newcombe(p1 * n1 * m, n1 * m, p2 * n2 * m, n2 * m, level)
+        if lo > threshold or hi < threshold:
             return int(math.ceil(n1 * m))
         m *= 1.02
     return None

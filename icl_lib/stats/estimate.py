@@ -8,6 +8,7 @@ that would decide a claim by :mod:`~icl_lib.stats.decide`.  All chapters use it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -31,10 +32,36 @@ class Estimate:
     # value (:func:`~icl_lib.stats.decide.interval_at`).  Exact for fractions of seeds
     # (:func:`~icl_lib.stats.intervals.proportion_ci`).
     at_size: Callable[[float], tuple[float, float]] | None = field(default=None, compare=False, repr=False)
+    # ``at_level(level)``: the same measurement's Estimate at another confidence level (the maker's
+    # own interval recomputed); ``None``: :meth:`at` rescales the interval as a normal one.
+    at_level: Callable[[float], "Estimate"] | None = field(default=None, compare=False, repr=False)
 
     @property
     def interval(self) -> tuple[float, float]:
         return self.lo, self.hi
+
+    @property
+    def exact_levels(self) -> bool:
+        """Whether :meth:`at` recomputes the interval (rather than rescaling it as a normal one)."""
+        return self.at_level is not None
+
+    def at(self, level: float) -> "Estimate":
+        """This measurement's estimate at confidence ``level``: the interval maker's own interval
+        at that level where it is known (:attr:`at_level`), else each side's distance from the value
+        scaled by the ratio of normal quantiles (a guide for intervals that are not normal).  A
+        claim decided by an equivalence rule reads it at 90 % (two one-sided tests), and the
+        dashboard's multiplicity correction reads the level at which a verdict would change."""
+        if abs(level - self.level) < 1e-12:
+            return self
+        if self.at_level is not None:
+            return self.at_level(level)
+        from scipy.stats import norm
+
+        f = float(norm.ppf(0.5 + level / 2) / norm.ppf(0.5 + self.level / 2))
+        lo = self.value - (self.value - self.lo) * f if math.isfinite(self.lo) else self.lo
+        hi = self.value + (self.hi - self.value) * f if math.isfinite(self.hi) else self.hi
+        what = self.what if self.what.endswith("(rescaled)") else f"{self.what} (rescaled)"
+        return Estimate(self.value, lo, hi, level, what)
 
     def __format__(self, spec: str) -> str:
         spec = spec or ".4g"

@@ -6,8 +6,8 @@
   chapter 9's time to the pattern);
 * :func:`mean_ci`       -- Student's t interval for a mean (e.g. over independent test sets);
 * :func:`proportion_ci` -- Clopper-Pearson (exact) or Wilson interval for a fraction of seeds;
-* :func:`fraction_diff` -- the difference of two fractions of independent seeds (two exact
-  intervals, union bound; chapter 9);
+* :func:`fraction_diff` -- the difference of two fractions of independent seeds (Newcombe's
+  score interval; chapter 9);
 * :func:`paired_diff`   -- the mean of paired differences on one shared test set and its standard
   error (two models, or a model and an estimator, scored on the same sequences);
 * :func:`mean_se_from_sums` -- a mean and its standard error from running sums (the Monte Carlo of
@@ -31,7 +31,7 @@ from scipy import stats as sps
 from ..validate import check_float, check_int, fail
 from .estimate import LEVEL, Estimate
 
-__all__ = ["median_ci", "mean_ci", "proportion_ci", "paired_diff", "fraction_diff", "mean_se_from_sums",
+__all__ = ["median_ci", "mean_ci", "proportion_ci", "sign_fraction", "paired_diff", "fraction_diff", "mean_se_from_sums",
            "censored_median_ci", "linear_slope", "loglog_slope"]
 
 
@@ -54,7 +54,8 @@ def median_ci(x: Sequence[float], level: float = LEVEL) -> Estimate:
     while k + 1 <= n // 2 and sps.binom.cdf(k, n, 0.5) <= (1 - level) / 2:
         k += 1
     lo, hi = (a[k - 1], a[n - k]) if k >= 1 else (-math.inf, math.inf)
-    return Estimate(float(np.median(a)), float(lo), float(hi), level, f"median of {n}, order-statistic interval")
+    return Estimate(float(np.median(a)), float(lo), float(hi), level, f"median of {n}, order-statistic interval",
+                    at_level=functools.partial(median_ci, a))
 
 
 def mean_ci(x: Sequence[float], level: float = LEVEL) -> Estimate:
@@ -64,7 +65,8 @@ def mean_ci(x: Sequence[float], level: float = LEVEL) -> Estimate:
     se = float(a.std(ddof=1) / math.sqrt(len(a)))
     t = float(sps.t.ppf(0.5 + level / 2, len(a) - 1))
     m = float(a.mean())
-    return Estimate(m, m - t * se, m + t * se, level, f"mean of {len(a)}, t interval")
+    return Estimate(m, m - t * se, m + t * se, level, f"mean of {len(a)}, t interval",
+                    at_level=functools.partial(mean_ci, a))
 
 
 def _cp(x: float, n: float, level: float) -> tuple[float, float]:
@@ -86,28 +88,50 @@ def proportion_ci(k: int, n: int, level: float = LEVEL, method: str = "exact") -
     k = check_int("k", k, 0, n)
     ci = sps.binomtest(k, n).proportion_ci(confidence_level=level, method=method)
     grow = functools.partial(_cp_at, k, n, level) if method == "exact" else None
-    return Estimate(k / n, float(ci.low), float(ci.high), level, f"{k} of {n}, {method} binomial interval", grow)
+    return Estimate(k / n, float(ci.low), float(ci.high), level, f"{k} of {n}, {method} binomial interval", grow,
+                    at_level=lambda lv: proportion_ci(k, n, lv, method))
 
 
-def _diff_at(k1: int, n1: int, k2: int, n2: int, each: float, m: float) -> tuple[float, float]:
-    (lo1, hi1), (lo2, hi2) = _cp(k1 * m, n1 * m, each), _cp(k2 * m, n2 * m, each)
-    return lo1 - hi2, hi1 - lo2
+def sign_fraction(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> Estimate:
+    """The sign test of an order: among the pairs ``(a_i, b_i)`` that are not tied, the fraction
+    with ``a_i < b_i``, with its exact interval (a claim "a comes before b" decided against the
+    rival 0.5, "either order": ``Above(0.5)``).  Ties (equal at the resolution of the measurement,
+    e.g. one logged snapshot) are counted and left out.  Chapter 3."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape:
+        fail("b", f"{len(b)} values", f"as many values as a ({len(a)})")
+    k, m = int((a < b).sum()), int((a > b).sum())
+    if k + m == 0:
+        return Estimate(math.nan, 0.0, 1.0, level, f"no untied pair of {len(a)}")
+    e = proportion_ci(k, k + m, level)
+    return Estimate(e.value, e.lo, e.hi, level, f"{k} of {k + m} untied pairs earlier ({len(a) - k - m} tied), "
+                    "exact binomial interval (sign test)", e.at_size,
+                    at_level=lambda lv: sign_fraction(a, b, lv))
+
+
+def _newcombe(k1: float, n1: float, k2: float, n2: float, level: float) -> tuple[float, float]:
+    from statsmodels.stats.proportion import confint_proportions_2indep  # imported only for it
+
+    lo, hi = confint_proportions_2indep(k1, n1, k2, n2, method="newcomb", compare="diff", alpha=1 - level)
+    return float(lo), float(hi)
+
+
+def _diff_at(k1: int, n1: int, k2: int, n2: int, level: float, m: float) -> tuple[float, float]:
+    return _newcombe(k1 * m, n1 * m, k2 * m, n2 * m, level)
 
 
 def fraction_diff(k1: int, n1: int, k2: int, n2: int, level: float = LEVEL) -> Estimate:
-    """The difference ``k1/n1 - k2/n2`` of two fractions of independent seeds, with the interval
-    from the two exact (Clopper-Pearson) intervals at level ``(1 + level) / 2`` each:
-    ``[lo1 - hi2, hi1 - lo2]``.  By the union bound it covers the true difference with probability
-    at least ``level`` for every pair of true fractions and sizes (conservative; score intervals
-    such as Newcombe's are shorter but cover less than ``level`` at some fractions with a few
-    seeds, e.g. 92.3 % at 8 and 8 seeds and fractions 1/2).  Chapter 9."""
+    """The difference ``k1/n1 - k2/n2`` of two fractions of independent seeds, with Newcombe's
+    hybrid score interval (method 10 of Newcombe 1998, from the two Wilson intervals;
+    ``statsmodels``' ``confint_proportions_2indep(method="newcomb")``): close to its level for
+    every pair of true fractions, much shorter than the union of two exact intervals.  Chapter 9."""
     n1, n2 = check_int("n1", n1, 1), check_int("n2", n2, 1)
     k1, k2 = check_int("k1", k1, 0, n1), check_int("k2", k2, 0, n2)
-    each = (1 + check_float("level", level, 0.0, 1.0, True, True)) / 2
-    lo, hi = _diff_at(k1, n1, k2, n2, each, 1.0)
-    return Estimate(k1 / n1 - k2 / n2, lo, hi, level,
-                    f"{k1}/{n1} - {k2}/{n2}, two exact intervals at {each:.3f} (union bound)",
-                    functools.partial(_diff_at, k1, n1, k2, n2, each))
+    level = check_float("level", level, 0.0, 1.0, True, True)
+    lo, hi = _newcombe(k1, n1, k2, n2, level)
+    return Estimate(k1 / n1 - k2 / n2, lo, hi, level, f"{k1}/{n1} - {k2}/{n2}, Newcombe score interval",
+                    functools.partial(_diff_at, k1, n1, k2, n2, level),
+                    at_level=lambda lv: fraction_diff(k1, n1, k2, n2, lv))
 
 
 def paired_diff(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> Estimate:
@@ -120,7 +144,8 @@ def paired_diff(a: Sequence[float], b: Sequence[float], level: float = LEVEL) ->
     se = float(d.std(ddof=1) / math.sqrt(len(d)))
     z = float(sps.norm.ppf(0.5 + level / 2))
     m = float(d.mean())
-    return Estimate(m, m - z * se, m + z * se, level, f"paired mean over {len(d)}, normal interval")
+    return Estimate(m, m - z * se, m + z * se, level, f"paired mean over {len(d)}, normal interval",
+                    at_level=functools.partial(paired_diff, a, b))
 
 
 def mean_se_from_sums(s1, s2, n: int):
@@ -155,7 +180,8 @@ def censored_median_ci(times: Sequence, level: float = LEVEL) -> Estimate:
     lo, hi = (a[k - 1], a[n - k]) if k >= 1 else (-math.inf, math.inf)
     mid = a[(n - 1) // 2] if n % 2 else (a[n // 2 - 1] + a[n // 2]) / 2
     return Estimate(float(mid), float(lo), float(hi), level,
-                    f"median of {n} ({n - finite.size} censored), order-statistic interval")
+                    f"median of {n} ({n - finite.size} censored), order-statistic interval",
+                    at_level=functools.partial(censored_median_ci, t))
 
 
 def linear_slope(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -> Estimate:
@@ -169,7 +195,8 @@ def linear_slope(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -
     fit = sps.linregress(x, y)
     t = float(sps.t.ppf(0.5 + level / 2, len(x) - 2))
     return Estimate(float(fit.slope), float(fit.slope - t * fit.stderr), float(fit.slope + t * fit.stderr), level,
-                    f"least-squares slope of {len(x)} points, t interval")
+                    f"least-squares slope of {len(x)} points, t interval",
+                    at_level=functools.partial(linear_slope, x, y))
 
 
 def loglog_slope(x: Sequence[float], y: Sequence[float], level: float = LEVEL) -> Estimate:
