@@ -41,6 +41,7 @@ __all__ = [
 ATTENTION_KINDS = ("softmax", "linear", "one_plus_tanh", "quadratic", "square")
 INITS = ("authors", "per-head")  # the initialisations of ModelConfig.init (icl_lib.models)
 FORMS = ("full", "3.1")  # what trains (ModelConfig.form; icl_lib.engine.forms)
+COVARIATES = ("gaussian", "sphere")  # how covariates are drawn (DataConfig.covariates)
 OPTIMIZERS = ("adam", "sgd")
 DTYPES = ("float32", "float64")
 DEVICES = ("auto", "cpu", "cuda")
@@ -86,7 +87,10 @@ class DataConfig:
 
     ``x_i, x_q ~ N(0, Sigma)``, ``beta_n ~ N(0, I_{|S_n|} / |S_n|)`` on the support ``S_n`` of task
     ``n``, ``y_n = beta_n^T x_{S_n} + eps``, ``eps ~ N(0, sigma2)``; so ``E y^2 = 1 + sigma2`` when
-    ``Sigma`` has unit diagonal.  Used by every chapter of paper 1.
+    ``Sigma`` has unit diagonal.  ``covariates="sphere"`` draws ``x`` uniformly on the sphere of
+    radius ``sqrt(d)`` instead (``E x x^T = I``; paper 1, §4.3: the single head is a
+    Nadaraya-Watson estimator "when the covariates are sampled from a sphere"; chapter 5).  Used by
+    every chapter of paper 1.
     """
 
     d: int = 5  # covariate dimension
@@ -95,6 +99,7 @@ class DataConfig:
     rho: float = 0.0  # Kac-Murdock-Szego covariance Sigma_ij = rho^|i-j| (0: isotropic)
     covariance: tuple[tuple[float, ...], ...] | None = None  # explicit Sigma (overrides rho)
     supports: tuple[tuple[int, ...], ...] | None = None  # multi-task supports S_n, 0-based
+    covariates: str = "gaussian"  # "gaussian": N(0, Sigma); "sphere": uniform on the sphere of radius sqrt(d)
 
     def __post_init__(self):
         object.__setattr__(self, "d", check_int("d", self.d, 1, 4096))
@@ -121,6 +126,9 @@ class DataConfig:
                     check_int(f"supports[{n}] index", i, 0, self.d - 1)
             sup = tuple(tuple(int(i) for i in s) for s in sup)
         object.__setattr__(self, "supports", sup)
+        check_choice("covariates", self.covariates, COVARIATES)
+        if self.covariates == "sphere" and (self.rho != 0.0 or cov is not None):
+            fail("covariates", self.covariates, "'gaussian' with a covariance other than the identity")
 
     @property
     def n_tasks(self) -> int:
@@ -248,6 +256,8 @@ class RunSpec:
             del out["data_seed"]
         if self.model.form == "full":  # likewise the full model
             del out["model"]["form"]
+        if self.data.covariates == "gaussian":  # and Gaussian covariates
+            del out["data"]["covariates"]
         return out
 
     @classmethod

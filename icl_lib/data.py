@@ -155,6 +155,9 @@ class TaskSampler:
             chol = torch.stack([torch.linalg.cholesky(c.covariance_matrix()) for c in datas])
             self.chol = chol.to(self.device, dtype)
         self.R = R
+        sphere = [c.covariates == "sphere" for c in datas]
+        # (R, 1, 1, 1) 1 for the models whose covariates lie on the sphere of radius sqrt(d); None if none does
+        self.sphere = torch.tensor(sphere, device=self.device).view(R, 1, 1, 1) if any(sphere) else None
 
     def numbers_per_sequence(self, L: int | None = None) -> int:
         L = self.L if L is None else L
@@ -232,6 +235,9 @@ class TaskSampler:
         xT, yT = tokens[:, :, :d], tokens[:, :, d:]  # (R, n, d, L+1) covariates, (R, n, N, L+1) noise for now
         if self.chol is not None:
             xT.copy_(self.chol[:, None] @ xT)  # x = C z ~ N(0, C C^T)
+        if self.sphere is not None:  # x = sqrt(d) z / |z|: uniform on the sphere, E x x^T = I
+            scale = d**0.5 / xT.norm(dim=-2, keepdim=True)  # (R, n, 1, L+1)
+            xT.mul_(torch.where(self.sphere, scale, torch.ones_like(scale)))
         beta.mul_(self.beta_scale[:, None])
         yT.mul_(self.noise_std[:, None, None, None])
         for k in range(d):  # y_n = beta_n^T x + eps_n, one covariate row at a time

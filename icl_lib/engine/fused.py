@@ -31,7 +31,7 @@ from ..models import AttentionEnsemble
 from ..seeding import derive_seed
 from ..validate import check_int
 from . import fused_kernels as K
-from .fused_random import CH, chunk_batch
+from .fused_random import CH, XMODES, chunk_batch
 from .forms import FormOptimizer
 from .sources import BatchSource
 from .steps import DivergenceWatch, _Step
@@ -73,8 +73,10 @@ class FusedProgram:
             sampler = TaskSampler([s.data for s in self.specs], dtype=model.Q.dtype)
         self.noise_std = sampler.noise_std.numpy()
         self.beta_scale = sampler.beta_scale.numpy()
-        self.aniso = sampler.chol is not None
-        self.chol = sampler.chol.numpy() if self.aniso else np.zeros((R, self.d, self.d), dt)
+        self.chol = sampler.chol.numpy() if sampler.chol is not None else np.zeros((R, self.d, self.d), dt)
+        gaussian = XMODES["covariance"] if sampler.chol is not None else XMODES["gaussian"]
+        self.xmode = np.array([XMODES["sphere"] if c.covariates == "sphere" else gaussian for c in sampler.datas],
+                              np.int64)  # how each model's covariates are drawn
         self.n_chunks = -(-self.B // CH)
         self.items = np.array([(r, c) for r in range(R) for c in range(self.n_chunks)], np.int64)
         n = len(self.items)
@@ -98,7 +100,7 @@ class FusedProgram:
         (Q, Kp, V, O), (gQ, gK, gV, gO) = self.views
         run = K.step_grads if self.threads > 1 else K.step_grads_serial  # see step_grads_serial
         run(self.threads, self.items, step, self.keys, Q, Kp, V, O, self.heads, self.KQ, self.OV, self.chol,
-            self.aniso, self.noise_std, self.beta_scale, self.kind, self.norm_len, self.B, self.L,
+            self.xmode, self.noise_std, self.beta_scale, self.kind, self.norm_len, self.B, self.L,
             self.n_chunks, self.item_loss, self.item_gKQ, self.item_gOV, self.loss, gQ, gK, gV, gO)
         return torch.from_numpy(self.loss.copy())
 
@@ -114,7 +116,7 @@ class FusedProgram:
         probe = np.empty(1, dt)
         toks, betas = [], []
         for r in range(R):
-            parts = [chunk_batch(self.keys[r, 0], self.keys[r, 1], step, c, self.chol[r], self.aniso,
+            parts = [chunk_batch(self.keys[r, 0], self.keys[r, 1], step, c, self.chol[r], self.xmode[r],
                                  self.noise_std[r], self.beta_scale[r], self.d, self.N, self.L, probe)
                      for c in range(self.n_chunks)]
             toks.append(np.concatenate([t for t, _ in parts])[: self.B])

@@ -87,13 +87,14 @@ def _pool_tokens(out, wts, Z, h, e, zero):
 
 
 @njit(**_JIT)
-def chunk_grads(items, step, keys, KQ, OV, heads, chol, aniso, noise_std, beta_scale, kind, norm_len, B, L,
+def chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_scale, kind, norm_len, B, L,
                 out_loss, out_gKQ, out_gOV):
     """For each work item ``(r, c)`` of ``items (n, 2)``: draw sequences ``c CH .. c CH + CH - 1`` of
     model ``r``'s batch at ``step`` (those ``< B``), and write their summed loss
     ``sum_b mean_n (y_hat - y_q)^2 / B`` to ``out_loss[i]`` and its gradients with respect to the
     model's ``KQ (H, D, d)`` and ``OV (H, N, D)`` to ``out_gKQ[i]``, ``out_gOV[i]``.
 
+    ``xmode``: per model, how its covariates are drawn (:data:`~icl_lib.engine.fused_random.XMODES`);
     ``kind``: :data:`KINDS`; ``norm_len``: linear attention's normaliser.  The forward pass is
     paper 1's eq. (2.2) as :meth:`icl_lib.models.AttentionEnsemble.forward` computes it; the
     backward pass is its derivative written out (tested against autograd)."""
@@ -130,7 +131,7 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, aniso, noise_std, beta_s
         Hr = heads[r]
         _seed_lanes(state, keys[r, 0], keys[r, 1], step, c)
         _fill_normals(raw, state, rows2)
-        _make_data(Z, beta, raw, chol[r], aniso, noise_std[r], beta_scale[r], d, N, T)
+        _make_data(Z, beta, raw, chol[r], xmode[r], noise_std[r], beta_scale[r], d, N, T)
         for b in range(CH):
             w[b] = one if c * CH + b < B else zero
         gKQ[:] = 0.0
@@ -326,7 +327,7 @@ def sgd_update(p, g, lr):
         p[i] -= lr * g[i]
 
 
-def _step_grads(threads, items, step, keys, Q, K, V, O, heads, KQ, OV, chol, aniso, noise_std, beta_scale, kind,
+def _step_grads(threads, items, step, keys, Q, K, V, O, heads, KQ, OV, chol, xmode, noise_std, beta_scale, kind,
                norm_len, B, L, n_chunks, item_loss, item_gKQ, item_gOV, loss, gQ, gK, gV, gO):
     """One step's losses and gradients of the whole ensemble in one call: the circuits, the work
     items in ``threads`` contiguous blocks (numba's threads, one block each), then
@@ -336,7 +337,7 @@ def _step_grads(threads, items, step, keys, Q, K, V, O, heads, KQ, OV, chol, ani
     n = items.shape[0]
     for t in numba.prange(threads):
         a, b = n * t // threads, n * (t + 1) // threads
-        chunk_grads(items[a:b], step, keys, KQ, OV, heads, chol, aniso, noise_std, beta_scale, kind, norm_len, B, L,
+        chunk_grads(items[a:b], step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_scale, kind, norm_len, B, L,
                     item_loss[a:b], item_gKQ[a:b], item_gOV[a:b])
     reduce_grads(n_chunks, item_loss, item_gKQ, item_gOV, Q, K, V, O, heads, loss, gQ, gK, gV, gO)
 

@@ -29,8 +29,9 @@ from numba import njit  # noqa: E402
 
 from .fused_math import _JIT, _M32, _rotl, _u32, log_approx, sincos_approx  # noqa: E402
 
-__all__ = ["CH", "philox4x32", "normals", "chunk_batch"]
+__all__ = ["CH", "philox4x32", "normals", "chunk_batch", "XMODES"]
 
+XMODES = {"gaussian": 0, "covariance": 1, "sphere": 2}  # how a model's covariates are drawn (_make_data)
 CH = 64  # sequences per work item: the SIMD lanes of every loop (16 and 32 vectorised worse, measured)
 
 
@@ -119,15 +120,27 @@ def normals(k0, k1, step, item, rows):
 
 # ------------------------------------------------------------------------------------------ data
 @njit(inline="always", **_JIT)
-def _make_data(Z, beta, raw, chol, aniso, noise_std, beta_scale, d, N, T):
+def _make_data(Z, beta, raw, chol, xmode, noise_std, beta_scale, d, N, T):
     """Turn an item's normals ``raw`` into its sequences: ``Z (D, T, CH)`` tokens (covariates, then
     labels; column ``T - 1`` is the query) and ``beta (N, d, CH)``, in the sampler's layout
-    (:meth:`icl_lib.data.TaskSampler.sample`: ``x^T``, then the noise, then ``beta``)."""
+    (:meth:`icl_lib.data.TaskSampler.sample`: ``x^T``, then the noise, then ``beta``).  ``xmode``:
+    how the covariates are drawn (:data:`XMODES`): 0 standard normal, 1 normal with covariance
+    ``chol chol^T``, 2 uniform on the sphere of radius ``sqrt(d)``."""
     for k in range(d):
         for i in range(T):
             for b in range(CH):
                 Z[k, i, b] = raw[k * T + i, b]
-    if aniso:  # x = C z with C lower triangular: row k needs z_0..z_k, so fill from the last row up
+    if xmode == 2:  # x = sqrt(d) z / |z|: uniform on the sphere, E x x^T = I
+        root = np.sqrt(np.float64(d))
+        for i in range(T):
+            for b in range(CH):
+                acc = Z[0, i, b] * Z[0, i, b]
+                for k in range(1, d):
+                    acc += Z[k, i, b] * Z[k, i, b]
+                f = root / np.sqrt(acc)
+                for k in range(d):
+                    Z[k, i, b] = Z[k, i, b] * f
+    if xmode == 1:  # x = C z with C lower triangular: row k needs z_0..z_k, so fill from the last row up
         for k in range(d - 1, -1, -1):
             for i in range(T):
                 for b in range(CH):
@@ -153,12 +166,12 @@ def _make_data(Z, beta, raw, chol, aniso, noise_std, beta_scale, d, N, T):
 
 
 @njit(**_JIT)
-def chunk_batch(k0, k1, step, item, chol, aniso, noise_std, beta_scale, d, N, L, dtype_probe):
+def chunk_batch(k0, k1, step, item, chol, xmode, noise_std, beta_scale, d, N, L, dtype_probe):
     """One work item's ``CH`` sequences as ``tokens (CH, D, L+1)`` and ``beta (CH, N, d)`` (the
     batch a fused step trains on, for tests and the final loss)."""
     D, T = d + N, L + 1
     raw = normals(k0, k1, step, item, D * T + N * d)
     Z = np.empty((D, T, CH), dtype_probe.dtype)
     beta = np.empty((N, d, CH), dtype_probe.dtype)
-    _make_data(Z, beta, raw, chol, aniso, noise_std, beta_scale, d, N, T)
+    _make_data(Z, beta, raw, chol, xmode, noise_std, beta_scale, d, N, T)
     return Z.transpose(2, 0, 1).copy(), beta.transpose(2, 0, 1).copy()

@@ -280,3 +280,28 @@ def test_the_form_31_is_refused_where_it_does_not_apply():
         ModelConfig(heads=2, form="diagonal")
     with pytest.raises(ValueError, match="form"):
         ModelConfig(heads=2, attention="linear", form="3.1")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_covariates_on_the_sphere_on_both_backends(dtype):
+    d = 3
+    sphere = DataConfig(d=d, L=8, covariates="sphere")
+    assert "covariates" not in RunSpec().to_dict()["data"] and RunSpec(sphere).to_dict()["data"]["covariates"]
+    specs = [RunSpec(sphere, ModelConfig(heads=2), TrainConfig(steps=5, batch=70, n_log=2, val_size=16), seed=s)
+             for s in (1, 2)] + [RunSpec(DataConfig(d=d, L=8), ModelConfig(heads=2),
+                                         TrainConfig(steps=5, batch=70, n_log=2, val_size=16), seed=3)]
+    prog = _program(specs, dtype)
+    x = prog.batch(0).tokens[:, :, :d]  # (R, B, d, L+1)
+    norms = x.double().norm(dim=-2)
+    assert torch.allclose(norms[:2], torch.full_like(norms[:2], d**0.5), atol=1e-5)
+    assert not torch.allclose(norms[2], torch.full_like(norms[2], d**0.5), atol=1e-2)  # the Gaussian model
+    loss_gap, gaps = _grad_gaps(specs, dtype)  # the fused step against autograd on those sequences
+    assert loss_gap < TOL[dtype] and max(gaps) < TOL[dtype]
+    from icl_lib.data import TaskSampler
+    from icl_lib.seeding import make_generators as gens
+
+    eager = TaskSampler([s.data for s in specs]).sample(64, [gens(s.seed, "train", "cpu") for s in specs])
+    n = eager.tokens[:, :, :d].double().norm(dim=-2)
+    assert torch.allclose(n[:2], torch.full_like(n[:2], d**0.5), atol=1e-5)
+    with pytest.raises(ValueError, match="covariates"):
+        DataConfig(d=d, rho=0.5, covariates="sphere")
