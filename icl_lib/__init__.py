@@ -34,6 +34,7 @@ Layers, each importing only from the ones above it in this list:
 """
 
 from .circuits import PatternSummary, mu_of, omega_of, summarize_pattern
+from .chapter import changed_parameters
 from .claims import Claims
 from .config import DataConfig, ModelConfig, RunSpec, TrainConfig, kms_covariance, resolve_device
 from .data import Batch, TaskSampler, sample_batch
@@ -69,6 +70,7 @@ __all__ = [
     "TrainConfig",
     "TrainingDiverged",
     "derive_seed",
+    "changed_parameters",
     "describe_sources",
     "kernel_regression_predict",
     "kms_covariance",

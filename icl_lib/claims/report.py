@@ -17,7 +17,8 @@ import torch
 from ..config import DEVICES, resolve_device
 from ..validate import check_choice
 from ..version import __version__
-from .rules import Rule, format_value
+from .multiplicity import decision_share
+from .rules import Excludes, Rule, format_value
 
 __all__ = ["Claims", "Claim", "VERDICTS", "PROFILES", "KINDS", "CLAIM_LINE", "CLAIMS_MIME", "CLAIMS_GLUE_KEY"]
 
@@ -44,20 +45,30 @@ CLAIM_LINE = re.compile(
 
 @dataclass
 class Claim:
+    """One decided claim, as the chapter records it and the dashboard and the records read it."""
+
     cid: str  # short identifier, unique in the chapter
     verdict: str  # one of VERDICTS
     measured: str
     expected: str  # the rule or condition checked, in words or symbols
-    statement: str  # the paper's claim being checked, quoted
+    statement: str  # the paper's words (a paper claim), the book's hypothesis, or what a check checks
     profile: str  # the profile of this build
-    interval: str = "-"  # "[lo,hi]" of the measured value ("-": a check without one)
+    interval: str = "-"  # "[lo,hi]" of the measured value at the rule's level ("-": decided exactly)
     section: str = ""  # the paper's section, e.g. "P1 §3"
     profiles: tuple = PROFILES  # the profiles in which the claim is declared to hold
-    level: float | None = None  # the interval's confidence level
+    level: float | None = None  # the level of the interval the rule read
     cell: int | None = None  # IPython execution count of the cell that checked it (None outside IPython)
     known_failure: str = ""  # a non-reproduction the chapter reports with its evidence ("" if none)
     kind: str = "paper"  # one of KINDS
-    decide: str = ""  # INCONCLUSIVE: what would decide it, and why that is not trained ("" otherwise)
+    decide: str = ""  # INCONCLUSIVE: what would decide it, which way it leans, why not trained ("" otherwise)
+    finding: str = ""  # the finding it belongs to (icl_lib.claims.findings)
+    rule_source: str = ""  # the words-to-rules entry its rule follows, or why it departs from it
+    estimand: str = ""  # what is measured
+    population: str = ""  # whom it is measured on, with how many the population leaves out
+    rival: str = ""  # the nearest rival and its value
+    share: float | None = None  # decided on an interval: the share of its error rate at which it stands
+    alpha: float | None = None  # the error rate of its decision (one side)
+    lean: str = ""  # INCONCLUSIVE: the verdict its point estimate alone would give
 
     @property
     def passed(self) -> bool:
@@ -78,13 +89,23 @@ def _profiles(profiles) -> tuple:
 
 
 class Claims:
-    """Collects a chapter's claims and reports them (all chapters)."""
+    """Collects a chapter's claims and reports them (all chapters).
 
-    def __init__(self, chapter: str, profile: str, device: str = "auto"):
+    ``changed``: the chapter's parameters set away from its own values
+    (:func:`icl_lib.chapter.changed_parameters`); with none, the chapter runs in the profiles its
+    claims are declared for, and :meth:`report` fails on a FAIL the chapter does not report (as
+    CI and nbval run it); with some, a reader's re-run, :meth:`report` prints every verdict and
+    finishes, and the summary says that the claims were declared for other parameters."""
+
+    def __init__(self, chapter: str, profile: str, device: str = "auto", changed=()):
         check_choice("device", device, DEVICES)
         check_choice("profile", profile, PROFILES)
         self.chapter, self.profile, self.device = chapter, profile, device
+        self.changed = tuple(changed)
         self.items: list[Claim] = []
+        from ..claimsets import declared  # the chapter's claims as data (icl_lib.claimsets)
+
+        self.declared = declared(chapter)
 
     def _add(self, claim: Claim) -> None:
         if any(c.cid == claim.cid for c in self.items):
@@ -93,54 +114,90 @@ class Claims:
             raise ValueError(f"cid={claim.cid!r} is invalid: accepted a non-empty id without spaces")
         self.items.append(claim)
 
-    def runs(self, profiles) -> bool:
-        """Whether a claim declared for ``profiles`` is evaluated in this build's profile."""
-        return self.profile in _profiles(profiles)
+    def runs(self, key: str) -> bool:
+        """Whether the declared claim ``key`` is decided in this build's profile."""
+        return self.profile in self.declared.get(key).profiles
 
-    def test(self, cid: str, estimate, rule: Rule, statement: str, section: str = "", profiles=PROFILES,
-             known_failure: str = "", kind: str = "paper", n: int | None = None, unit: str = "seeds",
-             undecided: str = "") -> None:
-        """Record claim ``cid``: ``rule`` decides on the interval of ``estimate`` (an
-        :class:`icl_lib.stats.Estimate`).  A claim not declared for this profile is recorded as
-        ``NOT-RUN`` whatever the estimate.  ``known_failure``: the chapter's report of where this
-        claim, as written before the run, did not reproduce (see the module's docstring).
-        ``kind``: one of :data:`KINDS`.  ``n``: the independent units (``unit``) the estimate rests
-        on; where the verdict is INCONCLUSIVE, the claim records how many would decide it
-        (:func:`~icl_lib.stats.size_to_decide`) and ``undecided``, the chapter's reason for not
-        training them.  Returns nothing (a check as the last line of a cell adds no output); the
-        verdict is ``claims.items[-1].verdict``."""
-        profiles, kind = _profiles(profiles), check_choice("kind", kind, KINDS)
-        if self.profile not in profiles:
-            return self.not_run(cid, rule.text, statement, section, profiles, kind=kind)
-        verdict = rule.decide(estimate.lo, estimate.hi)
-        interval = f"[{format_value(estimate.lo)},{format_value(estimate.hi)}]"
-        decide = _decide_text(estimate, rule, n, unit, undecided) if verdict == "INCONCLUSIVE" else ""
-        self._add(Claim(cid, verdict, format_value(estimate.value), rule.text, statement, self.profile, interval,
-                        section, profiles, estimate.level, _cell_number(), _known(known_failure), kind, decide))
+    # ----------------------------------------------------------------- deciding declared claims
+    def decide(self, key: str, estimate, *, n: int | None = None, left_out: str = "",
+               rival: float | dict | None = None, **fields) -> str:
+        """Decide the declared claim ``key`` (:mod:`icl_lib.claimsets`; its id's fields in
+        ``fields``, e.g. ``H=2``) on ``estimate`` (an :class:`~icl_lib.stats.Estimate`) by its
+        declared rule, read at the rule's level (an equivalence at 90 %).  ``rival``: the value of
+        the declared nearest rival (``{name: value}`` for several), which the interval must then
+        exclude.  ``n``: the independent
+        units the estimate rests on (for the size that would decide it).  ``left_out``: who the
+        declared population leaves out, in words (``"9 single-sign runs"``).  A claim not declared
+        for this profile is recorded as ``NOT-RUN``.  Returns the verdict."""
+        spec = self.declared.get(key)
+        cid, quote = spec.fill(**fields)
+        if isinstance(spec.rule, str):
+            raise ValueError(f"claim={key!r} is invalid for decide(): its rule is {spec.rule!r} in words "
+                             "(decide_exact)")
+        rule = spec.rule
+        for name, value in _rivals(spec, key, rival).items():
+            rule = rule & Excludes(value, name)
+        if self.profile not in spec.profiles:
+            return self._not_run(spec, cid, quote, rule.text)
+        verdict = rule.verdict(estimate)
+        at = estimate.at(1 - 2 * rule.alpha(estimate))  # the interval as the rule reads it (90 %: an equivalence)
+        lean = _lean(rule, estimate) if verdict == "INCONCLUSIVE" else ""
+        decide = _decide_text(at, rule, n, spec.unit, spec.undecided, lean) if verdict == "INCONCLUSIVE" else ""
+        self._add(Claim(cid, verdict, format_value(estimate.value), rule.text, quote, self.profile,
+                        f"[{format_value(at.lo)},{format_value(at.hi)}]", spec.section, spec.profiles, at.level,
+                        _cell_number(), _known(_known_of(spec, cid, fields)) if verdict != "PASS" else "",
+                        spec.kind, decide, spec.finding, _source(spec), spec.estimand,
+                        _population(spec, left_out), _rival(spec, rival),
+                        decision_share(rule, estimate, verdict), rule.alpha(estimate), lean))
+        return verdict
 
-    def not_run(self, cid: str, expected: str, statement: str, section: str = "", profiles=("paper",),
-                kind: str = "paper") -> None:
-        """List claim ``cid``, declared for ``profiles`` only, as not run in this profile."""
-        self._add(Claim(cid, "NOT-RUN", "-", expected.replace(" ", ""), statement, self.profile, "-", section,
-                        _profiles(profiles), None, _cell_number(), kind=check_choice("kind", kind, KINDS)))
-
-    def check(self, cid: str, passed: bool, measured, expected: str, statement: str = "", section: str = "",
-              profiles=PROFILES, known_failure: str = "", kind: str = "paper") -> None:
-        """Record claim ``cid`` decided by the chapter's own comparison ``passed`` (no interval: for
-        exact statements, e.g. a closed form at round-off).  ``known_failure`` and ``kind`` as for
-        :meth:`test`.  Returns nothing."""
-        profiles, kind = _profiles(profiles), check_choice("kind", kind, KINDS)
-        if self.profile not in profiles:
-            return self.not_run(cid, expected, statement, section, profiles, kind=kind)
+    def decide_exact(self, key: str, passed: bool, measured, *, left_out: str = "", **fields) -> str:
+        """Decide the declared claim ``key``, whose rule is a condition in words (``"every
+        model"``), by the chapter's own comparison ``passed`` (no interval: an exact statement, or
+        every member of a family).  Returns the verdict."""
+        spec = self.declared.get(key)
+        cid, quote = spec.fill(**fields)
+        expected = spec.rule if isinstance(spec.rule, str) else spec.rule.text
+        if self.profile not in spec.profiles:
+            return self._not_run(spec, cid, quote, expected)
         verdict = "PASS" if passed else "FAIL"
-        self._add(Claim(cid, verdict, format_value(measured), expected.replace(" ", ""), statement, self.profile,
-                        "-", section, profiles, None, _cell_number(), _known(known_failure), kind))
+        self._add(Claim(cid, verdict, format_value(measured), expected.replace(" ", ""), quote, self.profile, "-",
+                        spec.section, spec.profiles, None, _cell_number(),
+                        _known(_known_of(spec, cid, fields)) if verdict != "PASS" else "", spec.kind, "",
+                        spec.finding, _source(spec), spec.estimand, _population(spec, left_out), _rival(spec, None)))
+        return verdict
 
+    def cannot_decide(self, key: str, why: str, **fields) -> str:
+        """Record the declared claim ``key`` as ``INCONCLUSIVE`` where this build has nothing to
+        decide it on (``why``: e.g. no seed reached the pattern)."""
+        spec = self.declared.get(key)
+        cid, quote = spec.fill(**fields)
+        expected = spec.rule if isinstance(spec.rule, str) else spec.rule.text
+        if self.profile not in spec.profiles:
+            return self._not_run(spec, cid, quote, expected)
+        self._add(Claim(cid, "INCONCLUSIVE", "-", expected.replace(" ", ""), quote, self.profile, "-", spec.section,
+                        spec.profiles, None, _cell_number(), "", spec.kind, " ".join(why.split()), spec.finding,
+                        _source(spec), spec.estimand, _population(spec, ""), _rival(spec, None)))
+        return "INCONCLUSIVE"
+
+    def _not_run(self, spec, cid: str, quote: str, expected: str) -> str:
+        self._add(Claim(cid, "NOT-RUN", "-", expected.replace(" ", ""), quote, self.profile, "-", spec.section,
+                        spec.profiles, None, _cell_number(), kind=spec.kind, finding=spec.finding,
+                        rule_source=_source(spec), estimand=spec.estimand, population=spec.population,
+                        rival=spec.rival))
+        return "NOT-RUN"
+
+    # ----------------------------------------------------------------- the chapter's report
     def summary_markdown(self) -> str:
         """This build's verdicts in words, as Markdown: the counts by kind, then one item per claim
         that did not pass (its measurement and rule, the chapter's report of a non-reproduction, or
-        what would decide an undecided claim).  For a chapter's closing section."""
+        what would decide an undecided claim and which way it leans).  For a chapter's closing
+        section; a re-run with the chapter's parameters changed says so first."""
         lines = []
+        if self.changed:
+            lines.append(f"**These verdicts come from a re-run with parameters set away from the chapter's own "
+                         f"({', '.join(self.changed)}); its claims are declared for the chapter's profiles, so a "
+                         "FAIL here says what these settings give, not what the profiles decide.**\n")
         for kind, label in (("paper", "claims of the papers"), ("beyond", "claims beyond the papers"),
                             ("check", "checks of the book's own derivations and design")):
             n = self.counts(kind)
@@ -156,6 +213,8 @@ class Claims:
                 item += f" (declared for {', '.join(c.profiles)})"
             else:
                 item += f": measured {c.measured}, interval {c.interval}, condition `{c.expected}`"
+            if c.population and c.population != "every seed":
+                item += f" ({c.population})"
             if c.known_failure:
                 item += f"; reported not to reproduce: {c.known_failure}"
             if c.decide:
@@ -180,35 +239,28 @@ class Claims:
             "icl_lib": __version__,
             "torch": torch.__version__,
             "python": platform.python_version(),
+            "changed": list(self.changed),
             "claims": [asdict(c) for c in self.items],
         }
 
     def table(self):
         import pandas as pd
 
-        return pd.DataFrame(
-            [
-                {
-                    "claim": c.cid,
-                    "verdict": c.verdict,
-                    "measured": c.measured,
-                    "interval": c.interval,
-                    "expected": c.expected,
-                    "profiles": ",".join(c.profiles),
-                    "reported": c.known_failure,
-                    "kind": c.kind,
-                    "section": c.section,
-                    "statement": c.statement,
-                }
-                for c in self.items
-            ]
-        )
+        return pd.DataFrame([{"claim": c.cid, "verdict": c.verdict, "measured": c.measured, "interval": c.interval,
+                              "expected": c.expected, "population": c.population, "finding": c.finding,
+                              "reported": c.known_failure, "kind": c.kind, "section": c.section,
+                              "statement": c.statement} for c in self.items])
 
     def report(self) -> None:
-        """Print the ``CLAIM`` lines, display the table, and fail if any claim failed
-        (``INCONCLUSIVE`` and ``NOT-RUN`` do not fail the chapter)."""
+        """Print the ``CLAIM`` lines, display the table, record the claims, and -- in the chapter's
+        own settings (no ``changed`` parameter) -- fail if a claim failed that the chapter does not
+        report (``INCONCLUSIVE`` and ``NOT-RUN`` never fail the chapter).  A claim declared for
+        the chapter but not decided fails it too: every declaration is a claim."""
         if not self.items:
             raise AssertionError(f"chapter {self.chapter} checked no claim")
+        if self.changed:
+            print(f"RE-RUN {self.chapter} with parameters set away from the chapter's own "
+                  f"({', '.join(self.changed)}): every verdict is printed, none fails the run")
         for c in self.items:
             print(c.line())
         for c in self.reported():
@@ -231,33 +283,115 @@ class Claims:
         except ImportError:  # pragma: no cover - outside IPython the lines suffice
             pass
         out = os.environ.get("ICL_CLAIMS_DIR")
-        if out:  # <dir>/<profile>/<chapter>.json: the book's dashboard shows it beside the other profile
+        if out and not self.changed:  # <dir>/<profile>/<chapter>.json: the dashboard shows it beside the other profile
             folder = Path(out, self.profile)
             folder.mkdir(parents=True, exist_ok=True)
             record = dict(payload, recorded=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
             tmp = folder / f".{self.chapter}.json.tmp"
             tmp.write_text(json.dumps(record, indent=1))
             os.replace(tmp, folder / f"{self.chapter}.json")
+        if self.changed:
+            return
         failed = [c.cid for c in self.items if c.verdict == "FAIL" and not c.known_failure]
         if failed:
             raise AssertionError(f"{len(failed)} claim(s) failed in {self.chapter}: {', '.join(failed)}")
+        decided = {c.cid for c in self.items}
+        missing = [s.id for s in self.declared if not s.fields and s.id not in decided]
+        missing += [s.id for s in self.declared if s.fields and not any(s is self.declared.find(c) for c in decided)]
+        if missing:
+            raise AssertionError(f"{len(missing)} declared claim(s) not decided in {self.chapter}: {', '.join(missing)}")
 
 
-def _decide_text(estimate, rule: Rule, n: int | None, unit: str, undecided: str) -> str:
-    """What would decide an INCONCLUSIVE claim: ``"about 36 seeds per head count would decide it at
-    the measured value and spread (12 here); <undecided>"``."""
+def _known_of(spec, cid: str, fields: dict) -> str:
+    """The chapter's report of where claim ``cid`` does not reproduce: its declaration's text, or
+    for a claim of several ids the text given for this one."""
+    known = spec.known_failure
+    if isinstance(known, dict):
+        return known.get(cid, "")
+    return known.format(**fields) if known else ""
+
+
+def _source(spec) -> str:
+    """Where the rule comes from: the words-to-rules entry, or why it departs from it."""
+    if spec.departs:
+        return f"departs from the table{' (' + spec.word + ')' if spec.word else ''}: {' '.join(spec.departs.split())}"
+    return f"the table: {spec.word}" if spec.word else ""
+
+
+def _population(spec, left_out: str) -> str:
+    text = spec.population
+    return f"{text}; left out: {' '.join(left_out.split())}" if left_out.strip() else text
+
+
+def _names(spec) -> tuple:
+    return (spec.rival,) if isinstance(spec.rival, str) and spec.rival else tuple(spec.rival or ())
+
+
+def _rivals(spec, key: str, value) -> dict:
+    """``{name: value}`` of the declared rivals whose values the chapter passed."""
+    if value is None:
+        return {}
+    names = _names(spec)
+    values = value if isinstance(value, dict) else {names[0] if names else "": value}
+    unknown = [k for k in values if k not in names]
+    if unknown:
+        raise ValueError(f"rival={value!r} is invalid: claim {key!r} declares the rivals {list(names)}")
+    return {k: float(v) for k, v in values.items()}
+
+
+def _rival(spec, value) -> str:
+    names = _names(spec)
+    if not names:
+        return ""
+    if value is None:
+        return ", ".join(names)
+    values = value if isinstance(value, dict) else {names[0]: value}
+    return ", ".join(f"{k} = {format_value(float(values[k]))}" if k in values else k for k in names)
+
+
+def _lean(rule, estimate) -> str:
+    """The verdict the point estimate alone gives (``""`` when it sits on the rule's boundary)."""
+    from ..stats import Estimate
+
+    point = Estimate(estimate.value, estimate.value, estimate.value, estimate.level)
+    v = rule.verdict(point)
+    return v if v in ("PASS", "FAIL") else ""
+
+
+def _extrapolates(estimate) -> bool:
+    """Whether growing ``estimate``'s units shrinks its interval as :func:`~icl_lib.stats.size_to_decide`
+    assumes: exact for fractions (``at_size``), a guide for t, normal and score intervals and
+    fitted slopes; not for order-statistic intervals (medians), whose ends can lie in another
+    mode of the seeds, nor for a hull or bound of several intervals."""
+    if estimate.at_size is not None:
+        return True
+    what = estimate.what
+    return "order-statistic" not in what and any(w in what for w in ("t interval", "normal interval", "score",
+                                                                    "slope", "delta-method", "bootstrap"))
+
+
+def _decide_text(estimate, rule: Rule, n: int | None, unit: str, undecided: str, lean: str) -> str:
+    """What would decide an INCONCLUSIVE claim and which way it leans: ``"leans PASS (its point
+    estimate satisfies the rule); about 36 seeds per head count would decide it at the measured
+    value and spread (12 here); <undecided>"``."""
     from ..stats import size_to_decide  # stats imports validate only; claims is imported by stats' users
 
+    lean_text = {"PASS": "leans PASS (its point estimate satisfies the rule)",
+                 "FAIL": "leans FAIL (its point estimate fails the rule)"}.get(lean, "its point estimate sits on the "
+                                                                                   "rule's boundary")
     if n is None:
         text = "the size that would decide it is not given"
     elif n < 1:
         text = f"nothing to decide it on: no {unit} measured"
+    elif not _extrapolates(estimate):
+        text = (f"its interval ({estimate.what}) does not shrink as one over the root of the {unit}, so no size "
+                f"that would decide it is extrapolated ({n:,} here)")
     else:
         need = size_to_decide(estimate, rule.decide, n)
         text = (f"about {need:,} {unit} would decide it at the measured value and spread ({n:,} here)" if need
                 else f"no number of {unit} would decide it at the measured value (it lies on the condition's "
                      f"boundary, or the interval is unbounded; {n:,} here)")
-    return text + (f"; {' '.join(undecided.split())}" if undecided.strip() else "")
+    return lean_text + "; " + text + (f"; {' '.join(undecided.split())}" if undecided.strip() else "")
 
 
 def _known(text: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["Rule", "Within", "Above", "Below", "Outside", "Excludes", "format_value"]
+__all__ = ["Rule", "Within", "Above", "Below", "Outside", "Equivalent", "Excludes", "format_value"]
 
 
 def format_value(value) -> str:
@@ -30,12 +30,29 @@ def format_value(value) -> str:
 class Rule:
     """A decision on an interval ``[lo, hi]``: ``PASS`` if all of it satisfies the rule, ``FAIL`` if
     none of it does, ``INCONCLUSIVE`` otherwise.  ``text`` is the rule as printed.  Rules combine
-    with ``&`` (all must pass; any failure fails)."""
+    with ``&`` (all must pass; any failure fails).  ``level``: the two-sided level of the interval
+    the rule reads (``None``: the estimate's own, the book's 95 %); :meth:`verdict` reads it."""
 
     text = ""
+    level: float | None = None
 
     def decide(self, lo: float, hi: float) -> str:
         raise NotImplementedError
+
+    def verdict(self, estimate, scale: float = 1.0) -> str:
+        """The verdict on ``estimate`` (an :class:`~icl_lib.stats.Estimate`) read at the rule's level;
+        with ``scale`` < 1, at the level whose error rate is ``scale`` times the rule's (a wider
+        interval: the multiplicity correction asks where a verdict would stop standing)."""
+        return self.decide(*estimate.at(1 - scale * (1 - self.level_of(estimate))).interval)
+
+    def level_of(self, estimate) -> float:
+        """The two-sided level of the interval this rule reads from ``estimate``."""
+        return self.level or estimate.level
+
+    def alpha(self, estimate) -> float:
+        """The error rate of one side of the rule's decision (2.5 % at 95 %, 5 % for an
+        equivalence at 90 %)."""
+        return (1 - self.level_of(estimate)) / 2
 
     def __and__(self, other: "Rule") -> "Rule":
         return _All(self, other)
@@ -47,10 +64,21 @@ class _All(Rule):
         self.text = "&".join(r.text for r in rules)
 
     def decide(self, lo, hi):
-        verdicts = [r.decide(lo, hi) for r in self.rules]
-        if "FAIL" in verdicts:
-            return "FAIL"
-        return "PASS" if all(v == "PASS" for v in verdicts) else "INCONCLUSIVE"
+        return _combine([r.decide(lo, hi) for r in self.rules])
+
+    def verdict(self, estimate, scale: float = 1.0) -> str:
+        """Each part on the interval at its own level (an equivalence at 90 %, a rival at 95 %),
+        every error rate scaled by ``scale``."""
+        return _combine([r.verdict(estimate, scale) for r in self.rules])
+
+    def alpha(self, estimate) -> float:
+        return max(r.alpha(estimate) for r in self.rules)
+
+
+def _combine(verdicts) -> str:
+    if "FAIL" in verdicts:
+        return "FAIL"
+    return "PASS" if all(v == "PASS" for v in verdicts) else "INCONCLUSIVE"
 
 
 class Within(Rule):
@@ -102,6 +130,25 @@ class Outside(Rule):
         return "FAIL" if self.a <= lo and hi <= self.b else "INCONCLUSIVE"
 
 
+class Equivalent(Rule):
+    """The quantity lies in ``[a, b]``, shown by two one-sided tests (TOST): ``PASS`` when its 90 %
+    interval (level ``1 - 2 alpha``, alpha = 5 %) lies in ``[a, b]``, ``FAIL`` when it lies wholly
+    outside, ``INCONCLUSIVE`` otherwise.  For "the same as", "close to", "insensitive to": an
+    equivalence margin ``[a, b]`` set by the nearest rival (``a`` may be ``-inf`` for a spread or a
+    distance, which cannot be negative)."""
+
+    level = 0.90
+
+    def __init__(self, a: float, b: float):
+        self.a, self.b = float(a), float(b)
+        self.text = f"equiv[{format_value(self.a)},{format_value(self.b)}]"
+
+    def decide(self, lo, hi):
+        if self.a <= lo and hi <= self.b:
+            return "PASS"
+        return "FAIL" if hi < self.a or lo > self.b else "INCONCLUSIVE"
+
+
 class Excludes(Rule):
     """The data tell the quantity apart from a rival hypothesis's value ``v``: ``PASS`` when the
     interval excludes ``v``, ``INCONCLUSIVE`` when it contains it (the data cannot decide; they
@@ -109,7 +156,8 @@ class Excludes(Rule):
 
     def __init__(self, v: float, name: str = ""):
         self.v = float(v)
-        self.text = f"excludes({name + '=' if name else ''}{format_value(self.v)})"
+        label = name.replace(' ', '-')
+        self.text = f"excludes({label + '=' if label else ''}{format_value(self.v)})"
 
     def decide(self, lo, hi):
         return "INCONCLUSIVE" if lo <= self.v <= hi else "PASS"

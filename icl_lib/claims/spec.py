@@ -41,8 +41,10 @@ class ClaimSpec:
     condition in words for one decided exactly (``"every model"``).  ``word``: the entry of the
     words-to-rules table the rule follows (``"consistently"``); ``departs``: why it departs from
     that table, said beside the quote (empty when it follows it).  ``rival``: the nearest rival's
-    name (its value is the chapter's to compute and pass when it decides the claim: the rule then
-    also requires the interval to exclude it).  ``population``: one of :data:`POPULATIONS`.
+    name, or several names (their values are the chapter's to compute and pass when it decides the
+    claim: the rule then also requires the interval to exclude them).  ``known_failure``: the
+    chapter's report of where the claim, as written, did not reproduce (shown with a verdict other
+    than PASS).  ``population``: one of :data:`POPULATIONS`.
     ``written``: the date the rule was written (before the run that decides it)."""
 
     id: str
@@ -55,11 +57,11 @@ class ClaimSpec:
     word: str = ""
     departs: str = ""
     population: str = "every seed"
-    rival: str = ""
+    rival: str | tuple = ""
     profiles: tuple = PROFILES
     unit: str = "seeds"
     undecided: str = ""
-    known_failure: str = ""
+    known_failure: str | dict = ""  # a text, or {filled id: text} for a claim of several ids
     written: str = ""
 
     def __post_init__(self):
@@ -78,6 +80,19 @@ class ClaimSpec:
         object.__setattr__(self, "profiles", profiles)
         if self.written and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", self.written):
             fail("written", self.written, "a date YYYY-MM-DD")
+        from .findings import FINDINGS
+        from .words import WORDS, follows
+
+        if self.finding not in FINDINGS:
+            fail("finding", self.finding, f"a finding of icl_lib.claims.findings (claim {self.id!r})")
+        if self.word and self.word not in WORDS:
+            fail("word", self.word, f"an entry of the words-to-rules table {sorted(WORDS)} (claim {self.id!r})")
+        if self.kind == "paper" and not (self.word or self.departs.strip()):
+            fail("word", self.word, f"the table's entry the rule of paper claim {self.id!r} follows, or departs=why")
+        if self.word and not self.departs.strip() and not follows(self.rule, self.word):
+            fail("rule", getattr(self.rule, "text", self.rule),
+                 f"a rule the table's entry {self.word!r} calls for ({WORDS[self.word].rule}), or departs=why "
+                 f"(claim {self.id!r})")
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -115,7 +130,7 @@ class ChapterClaims:
 
     def get(self, key: str) -> ClaimSpec:
         """The claim declared as ``key``: its id as written (``"kq-diagonal-H{H}"``), or that id
-        without its fields (``"kq-diagonal"``, when only one claim has that stem)."""
+        without its fields (``"kq-diagonal"``) where no other claim has the same stem."""
         hits = [s for s in self.specs if s.id == key]
         if not hits:
             hits = [s for s in self.specs if s.fields and _stem(s.id) == key]
@@ -132,8 +147,9 @@ class ChapterClaims:
 
 
 def _stem(template: str) -> str:
-    """The id before its first field, without a trailing separator (``"kq-diagonal"``)."""
-    return template.split("{", 1)[0].rstrip("-_")
+    """The id without its fields and the letters that name them (``"kq-diagonal-H{H}"`` ->
+    ``"kq-diagonal"``, ``"omega-depends-on-{factor}"`` -> ``"omega-depends-on"``)."""
+    return re.sub(r"[-_]?[A-Za-z]*\{[^}]*\}", "", template).rstrip("-_")
 
 
 def _pattern(template: str) -> re.Pattern:
