@@ -45,7 +45,7 @@ SETTINGS: dict[str, dict[str, dict]] = {
     "paper1.seeds": {
         "quick": dict(patterns=12, sensitivity=6, dynamics=9, anisotropic=10, optimality=6, variants=6,
                       proportional=4),
-        "paper": dict(patterns=36, sensitivity=12, dynamics=36, anisotropic=20, optimality=24, variants=12,
+        "paper": dict(patterns=36, sensitivity=12, dynamics=36, anisotropic=20, optimality=36, variants=12,
                       proportional=8),
     },
     "paper2.ch8": {

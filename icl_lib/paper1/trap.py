@@ -48,7 +48,7 @@ from .sweeps import heads_sweep_specs
 __all__ = ["TrapSweep", "STEPS", "SWEEP", "FIRST_SEED", "trap_sweep", "trap_specs", "horizon_config", "run_outcome",
            "outcome_table", "select", "pattern_rate", "rate_table", "trap_given", "rank_auc", "settled_steps",
            "stored_long_runs", "summary", "anchor_plan", "anchor_specs", "anchor_outcomes", "longer_plan",
-           "longer_specs", "LONGER"]
+           "longer_specs", "LONGER", "anchor_models"]
 
 STEPS = {"quick": 6_000, "paper": 20_000}  # the horizon: Adam steps of every run of the sweep
 FIRST_SEED = 1000  # the sweep's first seed: fresh (the other chapters use seeds below 100)
@@ -309,14 +309,22 @@ def anchor_specs(heads: Sequence[int], profile: str) -> list[RunSpec]:
     return grid_specs(anchor_plan(heads, profile), FIRST_SEED, horizon_config(profile))
 
 
-def anchor_outcomes(heads: Sequence[int], profile: str, device: str = "auto") -> dict[int, tuple[int, int]]:
-    """``{H: (seeds in the pattern, seeds)}`` of the profile's sweep at the paper's setting (PyTorch's
-    initialisation, Adam at the paper's rate, d = 5, L = 40, sigma2 = 0.1) for every H of ``heads``
-    the sweep has: fresh seeds whose outcome is settled by the horizon (the chapter's first claims),
-    which chapter 2 counts with its own seeds.  Found in the run cache or the store (trained
-    otherwise)."""
+def anchor_models(heads: Sequence[int], profile: str, device: str = "auto") -> pd.DataFrame:
+    """One row per run of :func:`anchor_plan` (the profile's sweep at paper 1's setting: fresh
+    seeds settled by the horizon, which chapter 2 counts with its own seeds), in the columns of
+    :func:`~icl_lib.paper1.sweeps.model_table` (``H``, ``seed``, ``pattern`` by the book's one
+    definition, ``KQ off-diag``, ``OV off-last``, ...).  Found in the run cache or the store
+    (trained otherwise); empty for head counts the sweep lacks."""
+    from .sweeps import model_table
+
     plan = anchor_plan(heads, profile)
     if not plan:
-        return {}
-    models = outcome_table(train_grid(plan, FIRST_SEED, horizon_config(profile), device=device))
-    return {int(H): (int(sub.pattern.sum()), len(sub)) for H, sub in models.groupby("H")}
+        return pd.DataFrame(columns=["H", "seed", "pattern", "KQ off-diag", "OV off-last"])
+    runs = train_grid(plan, FIRST_SEED, horizon_config(profile), device=device)
+    return model_table({c.H: rs for c, rs in runs.items()})
+
+
+def anchor_outcomes(heads: Sequence[int], profile: str, device: str = "auto") -> dict[int, tuple[int, int]]:
+    """``{H: (seeds in the pattern, seeds)}`` of :func:`anchor_models`."""
+    models = anchor_models(heads, profile, device)
+    return {int(H): (int((sub.pattern == "pos/neg").sum()), len(sub)) for H, sub in models.groupby("H")}

@@ -20,10 +20,9 @@ Command line: ``python -m icl_lib plan --profile quick|paper`` and ``python -m i
 
 from __future__ import annotations
 
-import ast
-import json
 from pathlib import Path
 
+from ..chapter import BOOK, chapter_parameters
 from ..config import RunSpec
 from ..engine.profiles import resolve_profile
 from ..engine.store import RunStore, experiment_key, holds_all
@@ -34,19 +33,6 @@ from .records import served
 __all__ = ["BOOK", "CHAPTER_PLANS", "chapter_parameters", "book_plan", "select_chapters", "unique_specs",
            "published_profiles", "CPU_PAPER_CHAPTERS"]
 
-BOOK = Path(__file__).resolve().parents[2] / "book"  # the chapters of a source checkout
-
-
-def chapter_parameters(path: str | Path) -> dict:
-    """Name -> value of a chapter's ``parameters`` cell (plain literals, one per line)."""
-    nb = json.loads(Path(path).read_text())
-    cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
-    params = {}
-    for node in ast.parse("".join(cell["source"])).body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-            raise ValueError(f"{path}: the parameters cell holds {ast.unparse(node)!r}: accepted `name = literal`")
-        params[node.targets[0].id] = ast.literal_eval(node.value)
-    return params
 
 
 # chapter -> its setup (icl_lib.setups): what the chapter's validation cell builds from its

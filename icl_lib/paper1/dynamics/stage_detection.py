@@ -220,15 +220,17 @@ def history_grid(run) -> dict:
     return {"n_log": len(steps), "steps": int(steps[-1]), "log_gap": float(np.diff(steps.numpy()).max())}
 
 
-STAGE_COLUMNS = ["H", "seed", "final pattern", "groups", "pattern (3.1)", "Stage I", "Stage II"]
+STAGE_COLUMNS = ["H", "seed", "final pattern", "groups", "(3.1) first", "pattern (3.1)", "Stage I", "Stage II"]
 
 
 def stage_table(sweep: dict, stages: dict, heads: Sequence[int]) -> pd.DataFrame:
     """One row per run of the head counts ``heads``: its final pattern, its heads' groups (first
-    letters) and the steps from which pattern (3.1), Stage I and Stage II hold to the end
-    (``NaN``: not within the budget).  Paper 1, Section 4.2; chapter 3."""
+    letters), the first logged step at which pattern (3.1) holds (``(3.1) first``; ``NaN``: never)
+    and the steps from which pattern (3.1), Stage I and Stage II hold to the end (``NaN``: not
+    within the budget).  Paper 1, Section 4.2; chapter 3."""
     rows = [
         {"H": H, "seed": run.spec.seed, "final pattern": st.kind, "groups": " ".join(g[0] for g in st.groups),
+         "(3.1) first": float(st.steps[np.argmax(st.shape)]) if st.shape.any() else float("nan"),
          "pattern (3.1)": st.shape_step, "Stage I": st.stage1_step, "Stage II": st.stage2_step}
         for H in heads
         for run, st in zip(sweep[H], stages[H])
