@@ -22,7 +22,9 @@ from pathlib import Path
 
 from .validate import fail
 
-__all__ = ["RuleChange", "CHANGES", "changes_of"]
+__all__ = ["RuleChange", "CHANGES", "VERDICTS", "changes_of"]
+
+VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "NOT-RUN", "-")  # "-": no such claim on that side
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,10 @@ class RuleChange:
     """One change of the rule of the claims ``claims`` of chapter ``chapter`` (its notebook's name,
     e.g. ``"02_patterns"``) on ``date`` (``YYYY-MM-DD``): ``before`` and ``after`` as the dashboard
     prints rules (``after`` is ``"removed"`` for a claim no longer declared), ``why`` in words, and
-    ``after_run``: whether a run deciding the claim had been seen when the change was made."""
+    ``after_run``: whether a run deciding the claim had been seen when the change was made;
+    ``verdicts``: per claim (or ``"old id -> new id"`` for a claim replaced), its verdict in the
+    published book (the paper profile's records) before and after the change, ``(label, before,
+    after)``, where they were recorded with it (``"-"``: no such claim on that side)."""
 
     chapter: str
     claims: tuple[str, ...]
@@ -39,6 +44,7 @@ class RuleChange:
     after: str
     why: str
     after_run: bool = True
+    verdicts: tuple[tuple[str, str, str], ...] = ()
 
     def __post_init__(self):
         if not re.fullmatch(r"\d{2}_[a-z0-9_]+", self.chapter):
@@ -50,13 +56,18 @@ class RuleChange:
         for name in ("before", "after", "why"):
             if not getattr(self, name).strip():
                 fail(name, getattr(self, name), "a non-empty text")
+        for row in self.verdicts:
+            if len(row) != 3 or any(v not in VERDICTS for v in row[1:]):
+                fail("verdicts", row, f"(claim, before, after) with verdicts among {VERDICTS}")
 
 
 def _load() -> tuple[RuleChange, ...]:
     """The changes listed in ``rule_changes.json`` beside this module, oldest first."""
     raw = json.loads(Path(__file__).with_name("rule_changes.json").read_text())
     return tuple(sorted((RuleChange(r["chapter"], tuple(r["claims"]), r["date"], r["before"], r["after"], r["why"],
-                                    bool(r["after_run"])) for r in raw), key=lambda c: c.date))
+                                    bool(r["after_run"]),
+                                    tuple((k, *v) for k, v in r.get("verdicts", {}).items()))
+                         for r in raw), key=lambda c: c.date))
 
 
 CHANGES: tuple[RuleChange, ...] = _load()

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from icl_lib import DataConfig
+from tests.declaring import Declaring
 from icl_lib.claims import Claims
 from icl_lib.estimators import (
     bayes_risk_mc,
@@ -48,7 +49,7 @@ def test_bayes_limit_close_to_monte_carlo_at_large_size():
 
 
 def test_claims_fail_loudly(capsys):
-    c = Claims("t", "quick")
+    c = Declaring("t", "quick")
     c.check("ok", True, 0.123456, "x<1")
     c.check("bad", False, [1.0, 2.0], "x>3")
     with pytest.raises(AssertionError, match="bad"):
@@ -59,7 +60,7 @@ def test_claims_fail_loudly(capsys):
     with pytest.raises(ValueError):
         c.check("ok", True, 1, "again")
     with pytest.raises(AssertionError):
-        Claims("empty", "quick").report()
+        Declaring("empty", "quick").report()
 
 
 # ------------------------------------------------------------------ chapter 5: pre-conditioned GD, Bayes

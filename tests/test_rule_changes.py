@@ -59,5 +59,21 @@ def test_changes_of_a_claim_oldest_first(monkeypatch):
 def test_the_json_file_holds_the_fields_of_a_change():
     raw = json.loads((ROOT / "icl_lib" / "rule_changes.json").read_text())
     fields = {"chapter", "claims", "date", "before", "after", "why", "after_run"}
-    assert all(set(r) == fields for r in raw)
+    assert all(fields <= set(r) <= fields | {"verdicts"} for r in raw)
     assert len(raw) == len(CHANGES)
+
+
+def test_verdicts_before_and_after_are_verdicts():
+    c = RuleChange("02_patterns", ("x",), "2026-12-05", "a", "b", "c", verdicts=(("x", "FAIL", "PASS"),))
+    assert c.verdicts == (("x", "FAIL", "PASS"),)
+    with pytest.raises(ValueError, match="^verdicts="):
+        RuleChange("02_patterns", ("x",), "2026-12-05", "a", "b", "c", verdicts=(("x", "fail", "PASS"),))
+    with pytest.raises(ValueError, match="^verdicts="):
+        RuleChange("02_patterns", ("x",), "2026-12-05", "a", "b", "c", verdicts=(("x", "PASS"),))
+
+
+def test_every_change_of_this_revision_records_its_verdicts():
+    """A change listed with verdicts names each of its claims (or the claim that replaced it)."""
+    for c in CHANGES:
+        for label, _, _ in c.verdicts:
+            assert label.split(" -> ")[0] in c.claims, (c.claims, label)

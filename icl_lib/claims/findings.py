@@ -87,6 +87,9 @@ FINDINGS: dict[str, Finding] = {
     "book-regulariser": Finding("book", "The regulariser from random starts", "the book asks whether paper 2's "
                                 "regulariser speeds gradient descent from small random starts, which paper 2 does "
                                 "not claim"),
+    "book-b3-rate": Finding("book", "The anisotropic rate at a stated normalisation", "the book asks whether, with "
+                            "the pre-conditioner normalised to unit mean diagonal, the effective rate with anisotropic "
+                            "covariates equals the isotropic one"),
     "book-mu-late": Finding("book", "The OV scales late in training", "the book asks whether the OV scales are "
                             "still rising in the second half of Adam's training"),
     "book-trap-rate": Finding("book", "How often the trap happens", "the book measures how often two to four heads "

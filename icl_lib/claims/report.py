@@ -95,17 +95,21 @@ class Claims:
     (:func:`icl_lib.chapter.changed_parameters`); with none, the chapter runs in the profiles its
     claims are declared for, and :meth:`report` fails on a FAIL the chapter does not report (as
     CI and nbval run it); with some, a reader's re-run, :meth:`report` prints every verdict and
-    finishes, and the summary says that the claims were declared for other parameters."""
+    finishes, and the summary says that the claims were declared for other parameters.
+    ``declared``: the claims to decide (a :class:`~icl_lib.claims.spec.ChapterClaims`); by
+    default the chapter's own, from :mod:`icl_lib.claimsets`."""
 
-    def __init__(self, chapter: str, profile: str, device: str = "auto", changed=()):
+    def __init__(self, chapter: str, profile: str, device: str = "auto", changed=(), declared=None):
         check_choice("device", device, DEVICES)
         check_choice("profile", profile, PROFILES)
         self.chapter, self.profile, self.device = chapter, profile, device
         self.changed = tuple(changed)
         self.items: list[Claim] = []
-        from ..claimsets import declared  # the chapter's claims as data (icl_lib.claimsets)
+        if declared is None:
+            from ..claimsets import declared as chapter_claims  # the chapter's claims as data
 
-        self.declared = declared(chapter)
+            declared = chapter_claims(chapter)
+        self.declared = declared
 
     def _add(self, claim: Claim) -> None:
         if any(c.cid == claim.cid for c in self.items):
@@ -119,7 +123,7 @@ class Claims:
         return self.profile in self.declared.get(key).profiles
 
     # ----------------------------------------------------------------- deciding declared claims
-    def decide(self, key: str, estimate, *, n: int | None = None, left_out: str = "",
+    def decide(self, key: str, estimate, /, *, n: int | None = None, left_out: str = "",
                rival: float | dict | None = None, **fields) -> str:
         """Decide the declared claim ``key`` (:mod:`icl_lib.claimsets`; its id's fields in
         ``fields``, e.g. ``H=2``) on ``estimate`` (an :class:`~icl_lib.stats.Estimate`) by its
@@ -151,7 +155,7 @@ class Claims:
                         decision_share(rule, estimate, verdict), rule.alpha(estimate), lean))
         return verdict
 
-    def decide_exact(self, key: str, passed: bool, measured, *, left_out: str = "", **fields) -> str:
+    def decide_exact(self, key: str, passed: bool, measured, /, *, left_out: str = "", **fields) -> str:
         """Decide the declared claim ``key``, whose rule is a condition in words (``"every
         model"``), by the chapter's own comparison ``passed`` (no interval: an exact statement, or
         every member of a family).  Returns the verdict."""
@@ -167,7 +171,7 @@ class Claims:
                         spec.finding, _source(spec), spec.estimand, _population(spec, left_out), _rival(spec, None)))
         return verdict
 
-    def cannot_decide(self, key: str, why: str, **fields) -> str:
+    def cannot_decide(self, key: str, why: str, /, **fields) -> str:
         """Record the declared claim ``key`` as ``INCONCLUSIVE`` where this build has nothing to
         decide it on (``why``: e.g. no seed reached the pattern)."""
         spec = self.declared.get(key)
@@ -384,7 +388,8 @@ def _decide_text(estimate, rule: Rule, n: int | None, unit: str, undecided: str,
     elif n < 1:
         text = f"nothing to decide it on: no {unit} measured"
     elif not _extrapolates(estimate):
-        text = (f"its interval ({estimate.what}) does not shrink as one over the root of the {unit}, so no size "
+        kind = f" ({estimate.what})" if estimate.what else ""
+        text = (f"its interval{kind} is not known to shrink as one over the root of the {unit}, so no size "
                 f"that would decide it is extrapolated ({n:,} here)")
     else:
         need = size_to_decide(estimate, rule.decide, n)

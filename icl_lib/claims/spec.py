@@ -78,6 +78,9 @@ class ClaimSpec:
         if not profiles or any(p not in PROFILES for p in profiles):
             fail("profiles", self.profiles, f"a non-empty subset of {PROFILES}")
         object.__setattr__(self, "profiles", profiles)
+        known = self.known_failure
+        if not isinstance(known, (str, dict)) or (isinstance(known, str) and known and not known.strip()):
+            fail("known_failure", known, f"a report in words, {{id: report}} or empty (claim {self.id!r})")
         if self.written and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", self.written):
             fail("written", self.written, "a date YYYY-MM-DD")
         from .findings import FINDINGS

@@ -34,7 +34,8 @@ from .combine import (
     spread,
 )
 from .decide import diff_seeds_to_decide, interval_at, seeds_for_interval, seeds_to_decide, size_to_decide
-from .estimate import LEVEL, Estimate
+from .estimate import LEVEL, Estimate, affine
+from .resample import bootstrap_ci
 from .intervals import (
     censored_median_ci,
     fraction_diff,
@@ -48,7 +49,7 @@ from .intervals import (
     sign_fraction,
 )
 
-__all__ = ["Estimate", "median_ci", "mean_ci", "proportion_ci", "sign_fraction", "paired_diff", "fraction_diff", "mean_se_from_sums",
+__all__ = ["Estimate", "affine", "bootstrap_ci", "median_ci", "mean_ci", "proportion_ci", "sign_fraction", "paired_diff", "fraction_diff", "mean_se_from_sums",
            "interval_at", "size_to_decide", "LEVEL", "censored_median_ci", "linear_slope", "loglog_slope", "extreme",
            "interval_image", "paired_ratio", "seed_ratio", "median_of", "ratio", "spread", "seed_median_ci",
            "largest", "smallest", "envelope", "ratio_ci", "seeds_to_decide", "diff_seeds_to_decide",

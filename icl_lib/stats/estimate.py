@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-__all__ = ["Estimate", "LEVEL"]
+__all__ = ["Estimate", "LEVEL", "affine"]
 
 LEVEL = 0.95  # the book's confidence level
 
@@ -66,3 +66,16 @@ class Estimate:
     def __format__(self, spec: str) -> str:
         spec = spec or ".4g"
         return f"{self.value:{spec}} [{self.lo:{spec}}, {self.hi:{spec}}]"
+
+
+def affine(e: Estimate, a: float, b: float = 0.0, what: str = "") -> Estimate:
+    """The estimate of ``a x + b`` from the estimate ``e`` of ``x`` (its interval mapped, the ends
+    swapped for ``a < 0``, readable at other levels as ``e`` is): a measurement in the unit a
+    claim is declared in (a share of the training steps, a ratio to a closed form)."""
+    lo, hi = sorted((a * e.lo + b, a * e.hi + b))
+    at_size = None
+    if e.at_size is not None:
+        def at_size(m, f=e.at_size):
+            return tuple(sorted((a * x + b for x in f(m))))
+    at_level = None if e.at_level is None else (lambda lv: affine(e.at_level(lv), a, b, what))
+    return Estimate(a * e.value + b, lo, hi, e.level, what or e.what, at_size, at_level)

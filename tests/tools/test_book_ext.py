@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 
 from icl_lib import claims as claims_mod
+from tests.declaring import Declaring
 from icl_lib.claims import Above, Claims, Excludes, Within
 from icl_lib.stats import Estimate
 
@@ -34,7 +35,7 @@ def _ext():
 def test_extension_reads_what_claims_writes():
     ext = _ext()
     assert ext.CLAIMS_MIME == claims_mod.CLAIMS_MIME and ext.CLAIMS_GLUE_KEY == claims_mod.CLAIMS_GLUE_KEY
-    c = Claims("t", "quick")
+    c = Declaring("t", "quick")
     c.check("a-b", True, 0.123456, "|x - 1| < 4 se", "s")
     c.check("c", False, [1.0, float("nan")], "y>3", "s")
     c.test("d", Estimate(0.5, 0.2, 0.9), Above(0.4), "s", "P1 §3")
@@ -46,16 +47,16 @@ def test_extension_reads_what_claims_writes():
         ("d", "INCONCLUSIVE", "0.5", "[0.2,0.9]", ">0.4", "quick,paper"),
         ("e", "NOT-RUN", "-", "-", ">0.4", "paper"),
     ]
-    # a rule that excludes a named rival prints the name as written, spaces and all
+    # a rule that excludes a named rival prints the name with its spaces joined, one token of the line
     c.test("f", Estimate(2.0, 1.6, 2.2), Within(1.5, 2.5) & Excludes(1, "first order"), "s")
     assert ext.CLAIM_LINE.findall(c.items[-1].line() + "\n") == [
-        ("f", "PASS", "2", "[1.6,2.2]", "in[1.5,2.5]&excludes(first order=1)", "quick,paper")]
+        ("f", "PASS", "2", "[1.6,2.2]", "in[1.5,2.5]&excludes(first-order=1)", "quick,paper")]
 
 
 def _chapter(title: str, checks: list[tuple[str, str, object]], tamper: bool = False) -> nbformat.NotebookNode:
     """A chapter notebook: one section per claim, whose cell has the outputs report() makes.
     A check's outcome is True/False (a plain check), "KNOWN-FAIL", "INCONCLUSIVE" or "NOT-RUN"."""
-    c = Claims("x", "quick", device="cpu")
+    c = Declaring("x", "quick", device="cpu")
     cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\nIntro.")]
     for n, (section, cid, ok) in enumerate(checks, start=1):
         cells.append(nbformat.v4.new_markdown_cell(f"## {section}\n\nText."))
@@ -160,9 +161,10 @@ def test_dashboard_counts_the_papers_claims_apart_from_the_books_own_and_its_che
     from icl_lib import rule_changes
 
     nb = _chapter("1. First", [("The data", "moment", True), ("Gamma part", "gamma", "INCONCLUSIVE")])
-    c = Claims("x", "quick", device="cpu")
+    c = Declaring("x", "quick", device="cpu")
     c.check("moment", True, 0.5, "x<1", "statement of moment", kind="check")
-    c.test("gamma", Estimate(0.5, 0.2, 0.9), Above(0.4), "statement of gamma", "P1 §3", n=8, unit="seeds",
+    c.test("gamma", Estimate(0.5, 0.2, 0.9, what="t interval of the mean"), Above(0.4), "statement of gamma",
+           "P1 §3", n=8, unit="seeds",
            undecided="not trained: a test", known_failure="reported: a test")
     for item, n in zip(c.items, (1, 2)):
         item.cell = n
@@ -182,7 +184,7 @@ def test_dashboard_counts_the_papers_claims_apart_from_the_books_own_and_its_che
     # the papers' reported claims are counted once, in the headline, not again beside the checks
     assert "not counted with them: 1 checks of the book's own derivations" in dash
     assert "Checks of the book's own derivations" in dash and "CHECK" not in dash
-    assert "undecided: about" in dash and "seeds would decide it" in dash and "not trained: a test" in dash
+    assert "undecided: leans PASS" in dash and "seeds would decide it" in dash and "not trained: a test" in dash
     assert 'href="rules.html#rule-01_first-gamma"' in dash and "rule changed 2026-12-04" in dash
     rules = (tmp_path / "html" / "rules.html").read_text()
     assert 'id="rule-01_first-gamma"' in rules and "the paper says consistently" in rules
@@ -226,7 +228,7 @@ def test_dashboard_shows_the_other_profiles_recorded_verdicts_beside_its_own(tmp
     build shows them beside its own, chapter by chapter, and says where none was recorded."""
     recorded = tmp_path / "src" / "_build" / "claims"
     monkeypatch.setenv("ICL_CLAIMS_DIR", str(recorded))
-    paper = Claims("01_first", "paper", device="cpu")
+    paper = Declaring("01_first", "paper", device="cpu")
     paper.test("moment", Estimate(0.3, 0.1, 0.5), Above(0.4), "statement of moment", "P1 §3")
     paper.report()  # INCONCLUSIVE in the paper run: it does not raise
     capsys.readouterr()
@@ -255,7 +257,7 @@ def test_dashboard_shows_a_current_committed_record_and_names_a_stale_one(tmp_pa
 
     monkeypatch.setenv("ICL_CLAIMS_DIR", str(tmp_path / "nothing"))
     (tmp_path / "src" / "results" / "records" / "paper").mkdir(parents=True)
-    paper = Claims("02_second", "paper", device="cpu")
+    paper = Declaring("02_second", "paper", device="cpu")
     paper.test("alpha", Estimate(0.3, 0.1, 0.5), Above(0.4), "statement of alpha", "P2 Thm 2")
     rec = dict(paper.payload(), recorded="2026-12-02 21:00 UTC", seconds=1800.0,
                command="python -m icl_lib record run 02")
