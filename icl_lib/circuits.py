@@ -148,7 +148,7 @@ def dummy_heads(omega: torch.Tensor, mu: torch.Tensor, tol: float = DUMMY_TOL) -
 
 
 def pattern_kinds(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY_TOL,
-                  shape_tol: float = SHAPE_TOL) -> tuple[np.ndarray, torch.Tensor]:
+                  shape_tol: float = SHAPE_TOL, kq_form: bool = True) -> tuple[np.ndarray, torch.Tensor]:
     """The book's one definition of paper 1's pattern, for circuits ``KQ (..., H, D, D)``, ``OV
     (..., H, N, D)`` (one model, or a history of snapshots): ``(kind (...) of str, live (..., H))``.
 
@@ -157,7 +157,10 @@ def pattern_kinds(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY
     OV mass off the label entry below ``shape_tol`` of the diagonal and label mass -- and its live
     heads have both signs of ``omega_h``; of the form with one sign, ``"single-sign"`` (H >= 2: the
     kernel-regressor trap) or ``"single-head"`` (H = 1); not of the form, ``"unformed"`` (the signs
-    alone never make a pattern).  Chapters 2, 3, 5, 6, 7 and 9 read every model with it."""
+    alone never make a pattern).  ``kq_form=False`` asks the OV shape only: with anisotropic
+    covariates the KQ block is ``omega_h Gamma``, not diagonal, while "the pattern of the OV circuits
+    as in Observation 1 in §3 persists" (paper 1, B.3; chapter 6).  Chapters 2, 3, 5, 6, 7 and 9
+    read every model with it."""
     KQ, OV = KQ.detach().double().cpu(), OV.detach().double().cpu()
     H = KQ.shape[-3]
     w, m = omega_of(KQ, d), mu_of(OV, d)
@@ -166,7 +169,7 @@ def pattern_kinds(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY
     offo2, last2 = _ov_parts(OV, d)
     kq = (off2 * live).sum(-1).sqrt() / (diag2 * live).sum(-1).sqrt()
     ov = (offo2 * live).sum(-1).sqrt() / (last2 * live).sum(-1).sqrt()
-    shape = ((kq < shape_tol) & (ov < shape_tol)).numpy()
+    shape = ((kq < shape_tol) & (ov < shape_tol) if kq_form else ov < shape_tol).numpy()
     both = ((live & (w > 0)).any(-1) & (live & (w < 0)).any(-1)).numpy()
     kind = np.where(both, "pos/neg", "single-sign") if H > 1 else np.full(shape.shape, "single-head")
     return np.where(shape, kind, "unformed"), live
@@ -193,13 +196,14 @@ class PatternSummary:
         return self.groups.count("dummy")
 
 
-def summarize_pattern(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY_TOL) -> PatternSummary:
+def summarize_pattern(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY_TOL,
+                      kq_form: bool = True) -> PatternSummary:
     """Summarise one model's circuits ``KQ (H, D, D)``, ``OV (H, N, D)`` (only its real heads); its
-    ``kind`` is :func:`pattern_kinds`'s."""
+    ``kind`` is :func:`pattern_kinds`'s (``kq_form``: as there)."""
     KQ, OV = KQ.detach().double().cpu(), OV.detach().double().cpu()
     H = KQ.shape[0]
     w, m = omega_of(KQ, d), mu_of(OV, d)
-    kinds, live = pattern_kinds(KQ, OV, d, tol)
+    kinds, live = pattern_kinds(KQ, OV, d, tol, kq_form=kq_form)
     groups = ["dummy" if not live[h] else ("positive" if w[h] > 0 else "negative") for h in range(H)]
     aw = w[live].abs()
     kind = str(kinds)

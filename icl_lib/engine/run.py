@@ -65,8 +65,10 @@ class Run:
     def val_loss(self) -> float:
         return float(self.history["val_loss"][-1])
 
-    def pattern(self) -> PatternSummary:
-        return summarize_pattern(self.KQ, self.OV, self.d)
+    def pattern(self, kq_form: bool = True) -> PatternSummary:
+        """The book's reading of the final circuits (:func:`~icl_lib.circuits.summarize_pattern`;
+        ``kq_form=False``: the OV shape only, for anisotropic covariates)."""
+        return summarize_pattern(self.KQ, self.OV, self.d, kq_form=kq_form)
 
     def model(self, device="cpu", dtype=torch.float64) -> AttentionEnsemble:
         """The trained model as an ensemble of one."""

@@ -106,4 +106,4 @@ def training_summary(runs: Mapping[float, Sequence[Run]]) -> str:
 def pos_neg_runs(runs: Sequence[Run]) -> list[Run]:
     """The runs whose heads end with both signs of ``omega_h`` (pattern ``pos/neg`` of
     :func:`~icl_lib.circuits.summarize_pattern`; chapter 6's selection rule)."""
-    return [run for run in runs if run.pattern().kind == "pos/neg"]
+    return [run for run in runs if run.pattern(kq_form=False).kind == "pos/neg"]

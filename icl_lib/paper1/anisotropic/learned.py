@@ -82,7 +82,7 @@ def circuit_table(runs: Mapping[float, Sequence[Run]]) -> "pandas.DataFrame":  #
             S = data.covariance_matrix()  # (d, d)
             G_star = optimal_preconditioner(S, data.L, data.sigma2)  # (d, d)
             G_r = trace_normalise(G_star)
-            p = run.pattern()
+            p = run.pattern(kq_form=False)  # B.3: the KQ block is omega Gamma, not diagonal
             blocks = kq_blocks(run.KQ.double(), d)  # (H, d, d)
             shapes = trace_normalise(blocks)  # each head's block / (tr / d)
             G_eff = effective_preconditioner(run.KQ.double(), run.OV.double(), d)  # sum_h mu_h KQ_h[:d, :d]

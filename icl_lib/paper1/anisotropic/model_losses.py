@@ -91,7 +91,7 @@ def paired_losses(runs: Mapping[float, Sequence[Run]], n: int, seed: int, chunk:
         e = torch.cat(e_m, 1)  # (R, n)
         root = np.sqrt(e.shape[1])
         for i, run in enumerate(runs_r):
-            row = {"rho": r, "seed": run.spec.seed, "pattern": run.pattern().kind, "loss": float(e[i].mean()),
+            row = {"rho": r, "seed": run.spec.seed, "pattern": run.pattern(kq_form=False).kind, "loss": float(e[i].mean()),
                    "se": float(e[i].std() / root)}
             for k in refs:
                 diff = e[i] - torch.cat(e_r[k])
