@@ -55,11 +55,14 @@ log = logging.getLogger(__name__)
 
 def validation_batch(spec: RunSpec, device="cpu", dtype=torch.float32) -> Batch:
     """The fixed held-out validation set of a run: it depends only on the task (``spec.data``) and
-    ``val_size``, so all runs of one task are compared on the same sequences."""
+    ``val_size``, and is drawn on the CPU and moved to ``device``, so all runs of one task are
+    compared on the same sequences whatever device trains them.  (Runs trained on a GPU before
+    this drew it on the GPU: their stored validation losses are on another set, and the chapters
+    compare runs on test sets of their own, drawn on the CPU.)"""
     seed = content_seed({"data": spec.to_dict()["data"], "n": spec.train.val_size})
-    gen = generator(seed, "val", device=device)
-    sampler = TaskSampler([spec.data], device=device, dtype=dtype)
-    return sampler.sample(spec.train.val_size, [[gen]]).member(0)
+    gen = generator(seed, "val", device="cpu")
+    sampler = TaskSampler([spec.data], device="cpu", dtype=dtype)
+    return sampler.sample(spec.train.val_size, [[gen]]).member(0).to(device)
 
 
 def _stack_batches(batches: Sequence[Batch]) -> Batch:

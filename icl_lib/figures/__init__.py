@@ -8,7 +8,7 @@
 * :mod:`~icl_lib.figures.strips`    -- test losses of every model against references (chapters 2, 7)
 * :mod:`~icl_lib.figures.optimality` -- risk ratios, linear attention, activations (chapter 5)
 * :mod:`~icl_lib.figures.phase`    -- outcome maps, learned rate, time to the pattern (chapter 9)
-* :mod:`~icl_lib.figures.trap`     -- the single-sign trap: rates, horizon, basin, curvature (chapter 9)
+* :mod:`~icl_lib.figures.trap`     -- the single-sign trap: rates, horizon, basin, initialisations, laws (chapter 9)
 
 The mathematics modules of the library import no plotting code; chapters import this package
 (``from icl_lib import figures``), which sets the book's style.
@@ -48,7 +48,7 @@ from .optimality import (
     linearisation_plot,
 )
 from .phase import eta_scatter, phase_maps, time_to_pattern
-from .trap import basin_map, settled_plot, trap_profile, trap_rates
+from .trap import basin_map, settled_plot, trap_laws, trap_rates, trap_shares
 from .stages import gd_comparison_figure, optimality_figure, stage_dynamics_figure, stage_timeline
 from .strips import PATTERN_COLORS, interval_strip, loss_strip, task_loss_plot
 from .style import CMAP, HEAD_COLORS, set_style
@@ -56,8 +56,9 @@ from .style import CMAP, HEAD_COLORS, set_style
 __all__ = [
     "basin_map",
     "settled_plot",
-    "trap_profile",
+    "trap_laws",
     "trap_rates",
+    "trap_shares",
     "CMAP",
     "HEAD_COLORS",
     "PATTERN_COLORS",

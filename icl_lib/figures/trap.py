@@ -7,7 +7,8 @@
   stored long runs and the sweep, against the horizon;
 * :func:`basin_map`     -- the outcome of the population dynamics over the initial ``(mu_1, mu_2)``
   at ``omega = 0``, with the trained seeds' own starts on top;
-* :func:`trap_profile`  -- the true loss along the softest direction of the Hessian at the trap.
+* :func:`trap_shares`   -- how many initialisations end trapped on how many of their data streams;
+* :func:`trap_laws`     -- the trap rate along each axis of the grid, with its fitted law.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from matplotlib.colors import ListedColormap
 
 from .strips import PATTERN_COLORS
 
-__all__ = ["trap_rates", "settled_plot", "basin_map", "trap_profile"]
+__all__ = ["trap_rates", "settled_plot", "basin_map", "trap_shares", "trap_laws"]
 
 TRAP_COLOR, PATTERN_COLOR = PATTERN_COLORS["single-sign"], PATTERN_COLORS["pos/neg"]
 EDGE = 30  # the step at which settled_plot draws runs never in the pattern
@@ -104,16 +105,45 @@ def basin_map(axis: np.ndarray, maps: Mapping[str, np.ndarray], seeds: pd.DataFr
     return fig
 
 
-def trap_profile(ts: np.ndarray, profiles: Mapping[str, Sequence[float]], ax=None):
-    """The true loss (minus its value at the trap) along the softest Hessian direction, ``t`` in
-    units of the parameters' norm, one line per trapped seed (``profiles``: label -> losses)."""
+def trap_shares(p: Sequence[float], draws: int, ax=None):
+    """How the initialisations of chapter 9's crossed design split: for each count ``k`` of trapped
+    runs out of an initialisation's ``draws`` data streams, how many initialisations have it
+    (``p``: each initialisation's trapped share).  Bars at 0 and ``draws`` are initialisations
+    whose outcome the data do not change."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(5.6, 3.2))
-    for label, values in profiles.items():
-        v = np.asarray(values)
-        ax.plot(ts, v - v[len(v) // 2], marker=".", label=label)
-    ax.axhline(0, color="0.4", lw=0.8)
-    ax.set_xlabel("step along the softest direction (x parameter norm)")
-    ax.set_ylabel("true loss - loss at the trap")
-    ax.legend(fontsize=8)
+        _, ax = plt.subplots(figsize=(6.4, 3.2))
+    k = np.rint(np.asarray(p, dtype=float) * draws).astype(int)
+    counts = np.bincount(k, minlength=draws + 1)
+    colors = [PATTERN_COLOR if j == 0 else TRAP_COLOR if j == draws else "C7" for j in range(draws + 1)]
+    ax.bar(np.arange(draws + 1), counts, color=colors)
+    ax.set_xticks(np.arange(draws + 1))
+    ax.set_xlabel(f"trapped runs of an initialisation (of {draws} data streams)")
+    ax.set_ylabel("initialisations")
     return ax
+
+
+def trap_laws(laws: Mapping[str, dict], units: Mapping[str, str], fig=None):
+    """One panel per axis of chapter 9's grid (:func:`~icl_lib.paper1.trap_outcomes.axis_law`):
+    each cell's trap rate with its exact 95 % interval, and the fitted logistic law."""
+    n = len(laws)
+    if fig is None:
+        fig = plt.figure(figsize=(3.2 * n, 3.0))
+    axes = fig.subplots(1, n, squeeze=False)[0]
+    for ax, (name, law) in zip(axes, laws.items()):
+        cells = law["cells"]
+        x, y = cells["value"].to_numpy(float), cells["rate"].to_numpy(float)
+        err = np.stack([y - cells["lo"].to_numpy(float), cells["hi"].to_numpy(float) - y])
+        ax.errorbar(x, y, yerr=err, fmt="o", color=TRAP_COLOR, capsize=3)
+        grid = np.linspace(x.min(), x.max(), 100) if units[name] in ("d", "H", "sigma^2") else \
+            np.geomspace(x.min(), x.max(), 100)
+        t = grid if units[name] in ("d", "H", "sigma^2") else np.log(grid)
+        b = law["fit"].params
+        ax.plot(grid, 1 / (1 + np.exp(-(b[0] + b[1] * t))), color="k", lw=1)
+        if units[name] not in ("d", "H", "sigma^2"):
+            ax.set_xscale("log")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel(name)
+        ax.set_title(f"slope {law['slope'].value:.2f} per {units[name]}", fontsize=9)
+    axes[0].set_ylabel("trap rate (two heads)")
+    fig.tight_layout()
+    return fig

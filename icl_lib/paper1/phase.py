@@ -46,6 +46,7 @@ __all__ = [
     "grid_specs",
     "train_grid",
     "projected_seconds",
+    "projected_grid_seconds",
     "H200_RATE",
 ]
 
@@ -66,9 +67,9 @@ AXIS_VALUES = {
 }
 FULL_SEEDS = 16  # seeds per cell of the full grid (a cluster's: :meth:`PhaseGrid.full`)
 MAX_RUNS = 50_000  # the most runs one grid may ask for
-# The engine's rate on one NVIDIA H200 (model-steps/s, ensemble of 256 models at d = 5, L = 40,
-# torch 2.11.0+cu130, README "Speed"): what projected_seconds projects the full grid from.
-H200_RATE = 118_923
+# The engine's rate on one NVIDIA H200 with CUDA graphs (model-steps/s, ensemble of 256 models at
+# d = 5, L = 40, torch 2.11.0+cu130; the engine page): what projected_seconds projects the full grid from.
+H200_RATE = 184_813
 
 
 # ------------------------------------------------------------------------------------ the grid
@@ -248,3 +249,13 @@ def projected_seconds(specs: Sequence[RunSpec], rate: float, d: int = 5, L: int 
     rate = check_float("rate", rate, 0.0, lo_open=True)
     ref = (L + 1) * (d + 1)
     return sum(s.train.steps * (s.data.L + 1) * (s.data.d + 1) / ref for s in specs) / rate
+
+
+def projected_grid_seconds(plan: Mapping[Cell, int], train_cfg: TrainConfig, rate: float, d: int = 5,
+                           L: int = 40) -> float:
+    """:func:`projected_seconds` of a grid's plan ``{cell: seeds}`` trained with ``train_cfg``,
+    computed from the cells' counts without listing the runs (a full grid may hold more runs than
+    :func:`grid_specs` lists at once)."""
+    rate = check_float("rate", rate, 0.0, lo_open=True)
+    ref = (L + 1) * (d + 1)
+    return sum(n * train_cfg.steps * (c.L + 1) * (c.d + 1) / ref for c, n in plan.items()) / rate

@@ -26,18 +26,22 @@ The cells are :class:`~icl_lib.paper1.phase.Cell` objects of chapter 9's grid an
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import torch
 from scipy import stats as sps
 
 from ..circuits import mu_of, omega_of
 from ..config import DataConfig, RunSpec, TrainConfig
 from ..engine.profiles import train_config
-from ..engine.run import Run
+from ..engine.run import Run, stack_models
+from ..estimators import model_risk
+from ..seeding import content_seed
 from ..engine.store import RunStore
 from ..stats import LEVEL, Estimate, fraction_diff, proportion_ci
 from ..validate import check_choice, check_float_list, check_int, check_int_list, fail
@@ -48,7 +52,7 @@ from .sweeps import heads_sweep_specs
 __all__ = ["TrapSweep", "STEPS", "SWEEP", "FIRST_SEED", "trap_sweep", "trap_specs", "horizon_config", "run_outcome",
            "outcome_table", "select", "pattern_rate", "rate_table", "trap_given", "rank_auc", "settled_steps",
            "stored_long_runs", "summary", "anchor_plan", "anchor_specs", "anchor_outcomes", "longer_plan",
-           "longer_specs", "LONGER", "anchor_models"]
+           "longer_specs", "LONGER", "anchor_models", "continued_specs", "left_by", "test_losses"]
 
 STEPS = {"quick": 6_000, "paper": 20_000}  # the horizon: Adam steps of every run of the sweep
 FIRST_SEED = 1000  # the sweep's first seed: fresh (the other chapters use seeds below 100)
@@ -160,6 +164,16 @@ def longer_specs(profile: str, seed: int = FIRST_SEED, steps: int | None = None)
     return grid_specs(longer_plan(profile), seed, longer)
 
 
+def continued_specs(sweep: TrapSweep, profile: str, seed: int = FIRST_SEED, steps: int | None = None) -> list[RunSpec]:
+    """The two-head anchor cell at paper 1's setting (``sweep.lr_heads`` heads, its first rate and
+    scale, ``anchor_seeds`` seeds) trained :data:`LONGER` times the horizon: Adam continued from
+    every end point of the cell, trapped or not (a run's first ``horizon`` steps are the stored
+    anchor's own)."""
+    horizon = horizon_config(profile, steps)
+    longer = dataclasses.replace(horizon, steps=LONGER * horizon.steps)
+    return grid_specs({sweep.cell(sweep.lr_heads): sweep.anchor_seeds}, seed, longer)
+
+
 def trap_specs(sweep: TrapSweep, profile: str, seed: int = FIRST_SEED, steps: int | None = None) -> list[RunSpec]:
     """Every run of ``sweep``: seeds ``seed, seed + 1, ...`` per cell, :func:`horizon_config` at
     the cell's rate."""
@@ -172,7 +186,7 @@ def run_outcome(run: Run) -> dict:
     outcome ``pos/neg`` of :func:`~icl_lib.paper1.phase_outcomes.outcome_codes`, chapter 2's rules; anything
     else -- single-sign, or circuits not of the form (3.1) -- is the trap), its raw outcome, the step
     from which that binary outcome no longer changes (``settled``), the outcome at half the horizon
-    (``pattern at half``), the final validation loss, and the initialisation's predictors: whether
+    (``pattern at half``), and the initialisation's predictors: whether
     every ``mu_h`` at step 0 has one sign (``same sign``) and the off-diagonal KQ mass relative to
     the diagonal at step 0, pooled over the heads (``KQ off/diag``), with ``omega0``, ``mu0``."""
     h, d = run.history, run.d
@@ -187,15 +201,49 @@ def run_outcome(run: Run) -> dict:
     off2, diag2 = (KQ0[:, :, :d].pow(2).sum((-1, -2)) - KQ0[:, :d, :d].diagonal(dim1=-2, dim2=-1).pow(2).sum(-1),
                    KQ0[:, :d, :d].diagonal(dim1=-2, dim2=-1).pow(2).sum(-1))
     return {"seed": run.spec.seed, "pattern": bool(pattern[-1]), "outcome": str(out[-1]), "settled": settled,
-            "pattern at half": bool(pattern[half]), "val loss": float(h["val_loss"][-1]),
+            "pattern at half": bool(pattern[half]),
             "same sign": bool((m0 > 0).all() or (m0 < 0).all()),
             "KQ off/diag": float(math.sqrt(off2.sum() / diag2.sum())), "omega0": w0, "mu0": m0}
 
 
-def outcome_table(runs: Mapping[Cell, Sequence[Run]]) -> pd.DataFrame:
-    """One row per run (:func:`run_outcome`) with its cell's ``H``, ``lr`` and ``init_scale``."""
-    return pd.DataFrame([{"H": c.H, "lr": c.lr, "init_scale": c.init_scale, **run_outcome(r)}
-                         for c, rs in runs.items() for r in rs])
+TEST_PROMPTS = 2048  # the shared test prompts of a run's final loss in chapter 9's tables
+
+
+def test_losses(runs: Sequence[Run], n: int = TEST_PROMPTS) -> np.ndarray:
+    """Each run's final ICL loss on ``n`` test prompts drawn on the CPU from a seed that depends on
+    its task only (:func:`~icl_lib.seeding.content_seed`): one test set per task whatever device
+    trained a run, where a stored history's validation loss was drawn on that device."""
+    runs = list(runs)
+    out = np.empty(len(runs))
+    groups: dict = {}
+    for k, r in enumerate(runs):
+        groups.setdefault(json.dumps(r.spec.to_dict()["data"], sort_keys=True), []).append(k)
+    for key, idx in groups.items():
+        data = runs[idx[0]].spec.data
+        model = stack_models([runs[k] for k in idx], dtype=torch.float64)
+        mean, _ = model_risk(model, data, n=n, seed=content_seed({"data": json.loads(key), "test": n}))
+        out[idx] = mean.numpy()
+    return out
+
+
+def outcome_table(runs: Mapping[Cell, Sequence[Run]], losses: bool = True) -> pd.DataFrame:
+    """One row per run (:func:`run_outcome`) with its cell's ``H``, ``lr``, ``init_scale``, ``d``,
+    ``L`` and ``sigma2``, and its ``test loss`` (:func:`test_losses`; NaN without ``losses``)."""
+    flat = [(c, r) for c, rs in runs.items() for r in rs]
+    losses = test_losses([r for _, r in flat]) if losses else np.full(len(flat), np.nan)
+    return pd.DataFrame([{"H": c.H, "lr": c.lr, "init_scale": c.init_scale, "d": c.d, "L": c.L, "sigma2": c.sigma2,
+                          **run_outcome(r), "test loss": float(e)} for (c, r), e in zip(flat, losses)])
+
+
+def left_by(run: Run, horizon: int) -> dict:
+    """Whether a run is in the pattern at the last logged step at or before ``horizon`` and at its
+    end (Adam continued past the horizon: chapter 9's stationarity)."""
+    h, d = run.history, run.d
+    out, _ = outcome_codes(h["KQ"], h["OV"], d)
+    steps = h["step"].numpy()
+    k = max(int(np.searchsorted(steps, horizon, side="right")) - 1, 0)
+    return {"H": run.spec.model.heads, "seed": run.spec.seed, "steps": int(steps[-1]),
+            "pattern at horizon": bool(out[k] == "pos/neg"), "pattern at end": bool(out[-1] == "pos/neg")}
 
 
 def select(models: pd.DataFrame, H: int, lr: float, init_scale: float) -> pd.DataFrame:
@@ -211,7 +259,7 @@ def pattern_rate(models: pd.DataFrame, level: float = LEVEL) -> Estimate:
 def rate_table(models: pd.DataFrame) -> pd.DataFrame:
     """Per cell: seeds, seeds in the pattern and in the trap (and how many of those end with circuits
     not of the form (3.1), ``unformed``), the pattern's fraction with its exact 95 % interval, the
-    median final validation loss of the trapped seeds and of the others."""
+    median test loss (:func:`test_losses`) of the trapped seeds and of the others."""
     rows = []
     for (H, lr, g), sub in models.groupby(["H", "lr", "init_scale"], sort=False):
         e = pattern_rate(sub)
@@ -219,8 +267,8 @@ def rate_table(models: pd.DataFrame) -> pd.DataFrame:
         rows.append({"H": H, "lr": lr, "init": g, "seeds": len(sub), "pattern": int(sub.pattern.sum()),
                      "trap": len(trapped), "of which unformed": int((trapped.outcome == "unformed").sum()),
                      "rate": e.value, "lo": e.lo, "hi": e.hi,
-                     "loss (pattern)": float(sub[sub.pattern]["val loss"].median()) if sub.pattern.any() else math.nan,
-                     "loss (trap)": float(trapped["val loss"].median()) if len(trapped) else math.nan})
+                     "loss (pattern)": float(sub[sub.pattern]["test loss"].median()) if sub.pattern.any() else math.nan,
+                     "loss (trap)": float(trapped["test loss"].median()) if len(trapped) else math.nan})
     return pd.DataFrame(rows)
 
 
@@ -245,9 +293,10 @@ def rank_auc(score: Sequence[float], label: Sequence[bool]) -> float:
 def settled_steps(runs: Sequence[Run]) -> pd.DataFrame:
     """For stored long runs (chapter 2's 500,000 steps): each run's heads, seed, whether it ends in
     the pattern and the step from which that no longer changes (:func:`run_outcome`'s ``settled``)."""
+    losses = test_losses(runs)
     return pd.DataFrame([{"H": r.spec.model.heads, **{k: v for k, v in run_outcome(r).items()
-                                                        if k in ("seed", "pattern", "settled", "val loss")}}
-                         for r in runs])
+                                                        if k in ("seed", "pattern", "settled")}, "test loss": float(e)}
+                         for r, e in zip(runs, losses)])
 
 
 def stored_long_runs(heads: Sequence[int] = (2, 3, 4), seeds: int = 36) -> dict[int, list[Run]]:
@@ -267,8 +316,9 @@ def stored_long_runs(heads: Sequence[int] = (2, 3, 4), seeds: int = 36) -> dict[
 def summary(models: pd.DataFrame, sweep: TrapSweep, claims) -> str:
     """Chapter 9's summary in sentences, from this build's sweep (``models``, :func:`outcome_table`)
     and the verdicts its ``claims`` recorded: per head count the pattern's rate at the paper's
-    setting and at the smallest initial scale, and what the paper's "consistently" became."""
-    verdict = {c.cid: c.verdict for c in claims.items}
+    setting (decided in chapter 2) and at the smallest initial scale, then every other verdict of
+    the chapter with its claim's words."""
+    verdict = {c.cid: c for c in claims.items}
     g0, g1, lr0 = sweep.init_scales[0], sweep.init_scales[-1], sweep.lrs[0]
     lines = []
     for H in sweep.heads:
@@ -276,23 +326,20 @@ def summary(models: pd.DataFrame, sweep: TrapSweep, claims) -> str:
         for tag, g in dict.fromkeys([("", g0), ("-small-init", g1)]):
             sub = select(models, H, lr0, g)
             e = pattern_rate(sub)
+            words = (f"\"consistently\" at a small scale {verdict[f'consistently{tag}-H{H}'].verdict}"
+                     if f"consistently{tag}-H{H}" in verdict else "the paper's \"consistently\": chapter 2")
             parts.append(f"{int(sub.pattern.sum())} of {len(sub)} seeds reach the pattern at initial scale {g:g} "
-                         f"({e.value:.0%}, 95 % interval {e.lo:.0%} to {e.hi:.0%}; \"consistently\" "
-                         f"{verdict.get(f'consistently{tag}-H{H}', 'not claimed')})")
+                         f"({e.value:.0%}, 95 % interval {e.lo:.0%} to {e.hi:.0%}; {words})")
         lines.append(f"- H = {H}: " + "; ".join(parts) + ".")
     trapped = models[~models.pattern]
     if len(trapped):
-        lines.append(f"- The {len(trapped)} trapped runs of the sweep end at a median validation loss of "
-                     f"{trapped['val loss'].median():.3f}, those in the pattern at "
-                     f"{models[models.pattern]['val loss'].median():.3f}.")
-    for cid, text in (("small-init-fewer-traps-H%d" % sweep.lr_heads, "a smaller initialisation removes traps"),
-                      ("trap-insensitive-to-lr", "the outcome is insensitive to the learning rate"),
-                      ("sign-agreement-predicts-trap", "same-sign OV scales at step 0 predict the trap"),
-                      ("gd41-predicts-outcome", "gradient descent on (4.1) predicts each seed's outcome"),
-                      ("true-loss-predicts-outcome", "Adam on the true loss of the form (3.1) predicts it"),
-                      ("trap-is-strict-local-minimum", "the trap is a strict local minimum of the true loss")):
-        if cid in verdict:
-            lines.append(f"- {text[0].upper() + text[1:]}: {verdict[cid]}.")
+        lines.append(f"- The {len(trapped)} trapped runs of the sweep end at a median test loss of "
+                     f"{trapped['test loss'].median():.3f}, those in the pattern at "
+                     f"{models[models.pattern]['test loss'].median():.3f}.")
+    for c in claims.items:
+        if c.cid.startswith("consistently-small-init"):
+            continue
+        lines.append(f"- `{c.cid}` **{c.verdict}**: {c.statement}.")
     return "\n".join(lines)
 
 

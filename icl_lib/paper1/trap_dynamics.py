@@ -38,7 +38,7 @@ from ..validate import check_float, check_int
 from .approx_loss import ApproxLossConfig, approx_loss_grad
 
 __all__ = ["approx_adam", "restricted_adam", "end_pattern", "basin", "circuit_loss", "circuit_derivatives",
-           "circuit_hessian", "restricted_loss", "direction_profile", "heldout_curvature", "direction_shares"]
+           "circuit_hessian", "restricted_loss"]
 
 BETAS, EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, as in training
 
@@ -218,47 +218,3 @@ def circuit_hessian(KQ: torch.Tensor, OV: torch.Tensor, data: DataConfig, n: int
                        "percentile bootstrap over batches")
     return {"eig": eig.numpy(), "vec": vec.numpy(), "lam_min": lam_min, "grad_norm": float(G.mean(0).norm()),
             "grad_se": float((G.std(0) / math.sqrt(batches)).norm()), "theta": theta.numpy(), "hessians": Hs}
-
-
-def heldout_curvature(hess: dict, level: float = LEVEL) -> tuple[Estimate, np.ndarray]:
-    """A check of :func:`circuit_hessian`'s smallest eigenvalue that its selection cannot bias:
-    the softest direction ``v`` of the mean Hessian of the first half of the batches, and the
-    curvature ``v^T H v`` along it on each batch of the other half, with the t interval of its
-    mean (``v`` is fixed before those batches are read, so the mean is unbiased for the population
-    curvature along ``v``; below 0, the end point is not a local minimum).  Returns the estimate and
-    ``v``."""
-    Hs = hess["hessians"]
-    half = len(Hs) // 2
-    if half < 2 or len(Hs) - half < 2:
-        raise ValueError(f"batches={len(Hs)} is invalid: accepted at least 4 for a held-out half")
-    v = torch.linalg.eigh(Hs[:half].mean(0))[1][:, 0]
-    q = torch.einsum("i,bij,j->b", v, Hs[half:], v).numpy()
-    return mean_ci(q, level), v.numpy()
-
-
-def direction_shares(v, H: int, d: int) -> dict[str, float]:
-    """How a direction ``v`` in :func:`circuit_loss`'s coordinates splits its squared norm over the
-    circuits' parts, summed over heads: the KQ diagonal (the form (3.1)'s ``omega``), the rest of
-    the covariate block, the label row of KQ, OV's covariate entries and its label entry (``mu``)."""
-    v = torch.as_tensor(np.asarray(v), dtype=torch.float64)
-    v = v / v.norm()
-    D = d + 1
-    kq, ov = v[: H * D * d].reshape(H, D, d), v[H * D * d:].reshape(H, D)
-    diag = kq[:, :d, :d].diagonal(dim1=-2, dim2=-1).pow(2).sum()
-    return {"KQ diagonal": float(diag), "KQ off-diagonal": float(kq[:, :d, :d].pow(2).sum() - diag),
-            "KQ label row": float(kq[:, d].pow(2).sum()), "OV covariates": float(ov[:, :d].pow(2).sum()),
-            "OV label": float(ov[:, d].pow(2).sum())}
-
-
-@torch.no_grad()
-def direction_profile(theta, direction, H: int, data: DataConfig, ts, n: int, seed: int) -> np.ndarray:
-    """The true loss (:func:`circuit_loss`) at ``theta + t |theta| direction`` for each ``t`` in
-    ``ts``, all on one set of ``n`` prompts (paired differences: the Monte Carlo noise cancels
-    between the points)."""
-    theta = torch.as_tensor(np.asarray(theta), dtype=torch.float64)
-    v = torch.as_tensor(np.asarray(direction), dtype=torch.float64)
-    v = v / v.norm()
-    b = sample_batch(data, check_int("n", n, 100, 10_000_000), seeded(seed, "trap-profile"), dtype=torch.float64)
-    args = (H, data.d, b.x, b.y[..., 0], b.xq, b.yq[..., 0])
-    scale = float(theta.norm())
-    return np.array([float(circuit_loss(theta + float(t) * scale * v, *args)) for t in ts])

@@ -476,3 +476,39 @@ def test_train_groups_trains_every_group_in_one_call_and_returns_them_by_key():
     assert list(runs) == [2, 1] and [r.spec for group in runs.values() for r in group] == specs
     again = train(specs, device="cpu", progress=False)  # the same runs, from the cache
     assert [r.val_loss for group in runs.values() for r in group] == [r.val_loss for r in again]
+
+
+def test_the_validation_set_is_drawn_on_the_cpu_whatever_device_trains(monkeypatch):
+    """One validation set per task: drawn from a CPU generator keyed by the task and moved to the
+    device, so a run trained on a GPU is scored on the sequences a CPU run is."""
+    from icl_lib.engine import trainer
+
+    drawn_on = []
+    real = trainer.generator
+
+    def spy(seed, *names, device="cpu"):
+        drawn_on.append(str(device))
+        return real(seed, *names, device=device)
+
+    monkeypatch.setattr(trainer, "generator", spy)
+    cpu = trainer.validation_batch(spec(0), device="cpu")
+    other = trainer.validation_batch(spec(7, heads=3), device=torch.device("cpu"))
+    assert drawn_on == ["cpu", "cpu"]
+    assert torch.equal(cpu.tokens, other.tokens) and torch.equal(cpu.beta, other.beta)  # the task's, not the seed's
+    moved = trainer.validation_batch(spec(0), device="meta")  # another device: the same draw, moved there
+    assert drawn_on[-1] == "cpu" and moved.tokens.device.type == "meta" and moved.tokens.shape == cpu.tokens.shape
+    longer = trainer.validation_batch(RunSpec(data=DataConfig(d=3, L=12), model=ModelConfig(heads=2), train=TINY))
+    assert longer.tokens.shape != cpu.tokens.shape
+
+
+def test_chapter_9s_test_losses_read_one_set_per_task_whatever_trained_the_run():
+    """The same trained model under two run specs that differ in seed only (as a CPU- and a
+    GPU-trained seed would) gets the same test loss: the set depends on the task alone."""
+    from icl_lib.paper1.trap import test_losses
+
+    run = EnsembleTrainer([spec(3)], "cpu", progress=False).run()[0]
+    twin = dataclasses.replace(run, spec=dataclasses.replace(run.spec, seed=4))
+    a, b = test_losses([run, twin], n=512)
+    assert a == b and test_losses([run], n=512)[0] == a
+    other = test_losses([run], n=256)[0]
+    assert other != a  # another size is another set

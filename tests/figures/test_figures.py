@@ -782,7 +782,7 @@ def test_loss_strip_a_dot_per_model_coloured_by_pattern_and_the_references():
     assert sorted(points[:, 1]) == pytest.approx(sorted(models["test loss"]))
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert {"single-head", "pos/neg", "single-sign", "a (0.400)"} <= set(labels)
-    assert set(PATTERN_COLORS) == {"single-head", "pos/neg", "single-sign"}
+    assert set(PATTERN_COLORS) == {"single-head", "pos/neg", "single-sign", "unformed"}  # the outcomes of a run
     ax2 = loss_strip(models[models.H == 3], refs)  # one head count, one pattern
     assert len(np.concatenate([c.get_offsets() for c in ax2.collections])) == 1
 

@@ -66,7 +66,7 @@ def test_the_grid_validates_every_axis_by_its_name():
             ph.PhaseGrid(**{**GRID, name: bad})
     # the messages of the shapes' checks (icl_lib.validate.fail's format; d's and L's may carry their name)
     distinct = r"shapes=\[\(4, 32\), \(4, 32\)\] is invalid: accepted a list of distinct values"
-    for bad, want in [([], r"shapes=\[\] is invalid: accepted a list of 1 to 8 pairs \[d, L\]"),
+    for bad, want in [([], r"shapes=\[\] is invalid: accepted a list of 1 to 16 pairs \[d, L\]"),
                       ([[4]], r"shapes\[0\]=\[4\] is invalid: accepted a pair \[d, L\]"),
                       ([[4, 32], [2, 3, 4]], r"shapes\[1\]=\[2, 3, 4\] is invalid: accepted a pair \[d, L\]"),
                       ([[17, 32]], r"shapes\[0\]\[0\]( \(d\))?=17 is invalid: accepted an integer in \[1, 16\]"),
@@ -131,8 +131,8 @@ def test_the_plan_gives_the_head_axis_and_the_slice_their_seeds_by_profile():
     assert list(mine.items()) == [(c, 5) for c in g.head_axis()] + [(c, 2) for c in g.slice(3)[3:]]
     assert list(g.plan("quick", seeds=7).values()) == [7] * 3 + [4] * 7
     assert list(g.plan("quick", slice_seeds=1).values()) == [12] * 3 + [1] * 7
-    paper = g.plan("paper")  # the same slice, every cell with 8 seeds
-    assert list(paper) == g.slice(2) and set(paper.values()) == {8}
+    paper = g.plan("paper")  # the same slice, every cell with 64 seeds
+    assert list(paper) == g.slice(2) and set(paper.values()) == {64}
     assert list(g.plan("paper", seeds=3, slice_seeds=2).values()) == [3] * 3 + [2] * 7
     full = g.full_plan()
     assert list(full) == g.full() and set(full.values()) == {ph.FULL_SEEDS} == {16}
