@@ -92,7 +92,8 @@ def test_chapter_3_reads_chapter_2s_runs():
 def test_chapter_5_the_sweep_the_variants_and_the_proportional_regime():
     s = setup("05_optimality")
     assert isinstance(s, OptimalitySetup)
-    assert sizes(s) == {"sweep": 4 * 6, "variants": 5 * 6, "proportional": 3 * 4}
+    assert sizes(s) == {"sweep": 4 * 6, "variants": 5 * 6, "proportional": 3 * 4, "sphere": 6}
+    assert all(r.model.heads == 1 and r.data.covariates == "sphere" for r in s.sphere())
     assert set(s.runs()["sweep"]) <= set(setup("02_patterns").specs())
     variants = s.variants()
     assert tuple(variants) == VARIANTS and all(r.model.attention == k for k, g in variants.items() for r in g)
@@ -121,9 +122,12 @@ def test_chapter_7_the_sweep_on_several_tasks():
 def test_chapter_9_the_trap_sweep_then_the_grid():
     s = setup("09_phase_diagram")
     causes = {"causes: base": 8 * 3, "causes: batch 4096": 8, "causes: SGD": 8, "causes: form (3.1)": 8}
-    assert isinstance(s, PhaseDiagramSetup) and sizes(s) == {"sweep": 88, "grid": 92, "longer": 4 * 2, **causes}
-    # the sweep and the grid share 32 runs; the longer runs train five horizons
-    assert len(set(s.specs())) == 148 + 8 + 48 and s.horizon.steps == 6000
+    assert isinstance(s, PhaseDiagramSetup) and sizes(s) == {"sweep": 88, "grid": 92, "longer": 4 * 2,
+                                                             "continued": 16, **causes}
+    # the sweep and the grid share 32 runs; the longer runs and the anchor cell's seeds continued
+    # train five horizons
+    assert len(set(s.specs())) == 148 + 8 + 48 + 16 and s.horizon.steps == 6000
+    assert {r.train.steps for r in s.runs()["continued"]} == {5 * 6000}
     assert {r.train.steps for r in s.specs()} == {6000, 5 * 6000}
     assert sum(s.sweep.plan().values()) == 88 and sum(s.grid_plan.values()) == 92
 
@@ -139,7 +143,8 @@ def test_chapter_9_the_trap_sweep_then_the_grid():
     ("07_multitask", "supports", [[0, 9], [1]], "supports[0]"),
     ("09_phase_diagram", "trap_heads", [1], "trap_heads[0]=1 is invalid"),
     ("09_phase_diagram", "grid_heads", [9], "grid_heads[0]=9 is invalid"),
-    ("09_phase_diagram", "eta_tol", 0.0, "eta_tol=0.0 is invalid"),
+    ("09_phase_diagram", "descent_steps", 5, "descent_steps=5 is invalid"),
+    ("09_phase_diagram", "kick", 0.0, "kick=0.0 is invalid"),
 ])
 def test_a_bad_value_raises_a_ValueError_naming_the_parameter(chapter, name, bad, message):
     overrides = {name: bad, **({"L": 3} if chapter == "01_setup" else {})}

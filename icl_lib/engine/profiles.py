@@ -43,9 +43,9 @@ SETTINGS: dict[str, dict[str, dict]] = {
         "paper": dict(steps=500_000, batch=256, lr=1e-3, n_log=400, val_size=8192),
     },
     "paper1.seeds": {
-        "quick": dict(patterns=12, sensitivity=6, dynamics=9, anisotropic=10, optimality=6, variants=6,
+        "quick": dict(patterns=12, sensitivity=6, dynamics=9, anisotropic=10, optimality=6, variants=6, sphere=6,
                       proportional=4),
-        "paper": dict(patterns=36, sensitivity=12, dynamics=36, anisotropic=20, optimality=36, variants=12,
+        "paper": dict(patterns=36, sensitivity=12, dynamics=36, anisotropic=20, optimality=36, variants=12, sphere=24,
                       proportional=8),
     },
     "paper2.ch8": {

@@ -22,7 +22,8 @@ class OptimalitySetup(ChapterSetup):
     """Chapter 5 (paper 1, Section 4.3, Theorem 4.2, B.1, B.2): ``seeds`` softmax models per head
     count (chapter 2's sweep, :meth:`sweep`), ``variant_seeds`` two-head models of every attention
     variant (:meth:`variants`), ``prop_seeds`` two-head models at dimension ``prop_d`` per
-    ``xi = d / L`` of ``prop_xis`` (:meth:`proportional`); and the sizes of the evaluations."""
+    ``xi = d / L`` of ``prop_xis`` (:meth:`proportional`), ``sphere_seeds`` one-head models on
+    covariates from the sphere (:meth:`sphere`); and the sizes of the evaluations."""
 
     chapter = "05_optimality"
 
@@ -37,10 +38,10 @@ class OptimalitySetup(ChapterSetup):
     steps: int | None
     lr: float | None
     variant_seeds: int
+    sphere_seeds: int
     Ls: list
     n_test: int
     n_sets: int
-    track_tol: float
     lin_omegas: list
     lin_fit_max: float
     lin_ratio: float
@@ -54,8 +55,9 @@ class OptimalitySetup(ChapterSetup):
     train: TrainConfig
 
     @classmethod
-    def from_parameters(cls, *, profile, seed, device, heads, seeds, d, L, sigma2, steps, lr, variant_seeds, Ls,
-                        n_test, n_sets, track_tol, lin_omegas, lin_fit_max, lin_ratio, prop_d, prop_xis, prop_seeds,
+    def from_parameters(cls, *, profile, seed, device, heads, seeds, d, L, sigma2, steps, lr, variant_seeds,
+                        sphere_seeds, Ls,
+                        n_test, n_sets, lin_omegas, lin_fit_max, lin_ratio, prop_d, prop_xis, prop_seeds,
                         ratio_d, ratio_xis, ratio_sigma2s) -> "OptimalitySetup":
         """Validate chapter 5's parameters (a bad one raises ``ValueError`` naming it), resolve the
         profile on the device and the profile's seeds (``seeds``, ``variant_seeds``,
@@ -74,10 +76,11 @@ class OptimalitySetup(ChapterSetup):
         lr = lr if lr is None else check_float("lr", lr, 0.0, 0.1, lo_open=True)
         variant_seeds = profile_seeds(profile, "variants", variant_seeds)
         variant_seeds = check_int("variant_seeds", variant_seeds, 1, 16)
+        sphere_seeds = profile_seeds(profile, "sphere", sphere_seeds)
+        sphere_seeds = check_int("sphere_seeds", sphere_seeds, 1, 36)
         Ls = sorted({*check_lengths(Ls, "Ls", hi=500), L})  # time, memory ~ L
         n_test = check_int("n_test", n_test, 100, 10_000)  # time ~ n_test n_sets
         n_sets = check_int("n_sets", n_sets, 1, 10)  # test sets per length
-        track_tol = check_float("track_tol", track_tol, 0.0, 1.0, lo_open=True)
         lin_fit_max = check_float("lin_fit_max", lin_fit_max, 0.0, 2.0, lo_open=True)
         lin_omegas = check_omegas(lin_omegas, lin_fit_max)  # <= 20 in (0, 2]
         lin_ratio = check_float("lin_ratio", lin_ratio, 0.0, 0.9, lo_open=True)
@@ -88,8 +91,9 @@ class OptimalitySetup(ChapterSetup):
         ratio_d = check_int("ratio_d", ratio_d, 2, 256)  # designs (ratio_d / xi, d)
         ratio_xis = check_float_list("ratio_xis", ratio_xis, 1 / 64, 64.0)
         ratio_sigma2s = check_float_list("ratio_sigma2s", ratio_sigma2s, 0.0, 10.0, lo_open=True)
-        return cls(profile, seed, device, heads, seeds, d, L, sigma2, steps, lr, variant_seeds, Ls, n_test, n_sets,
-                   track_tol, lin_omegas, lin_fit_max, lin_ratio, prop_d, prop_xis, prop_seeds, ratio_d, ratio_xis,
+        return cls(profile, seed, device, heads, seeds, d, L, sigma2, steps, lr, variant_seeds, sphere_seeds, Ls,
+                   n_test, n_sets,
+                   lin_omegas, lin_fit_max, lin_ratio, prop_d, prop_xis, prop_seeds, ratio_d, ratio_xis,
                    ratio_sigma2s, data=DataConfig(d=d, L=L, sigma2=sigma2),
                    train=train_config(profile, steps=steps, lr=lr))
 
@@ -112,7 +116,14 @@ class OptimalitySetup(ChapterSetup):
         specs = proportional_specs(self.prop_d, self.prop_xis, self.prop_seeds, self.seed, self.sigma2, self.train)
         return split(specs, [float(xi) for xi in self.prop_xis], self.prop_seeds)
 
+    def sphere(self) -> list[RunSpec]:
+        """``sphere_seeds`` one-head models trained on covariates drawn from the sphere of radius
+        ``sqrt(d)`` (paper 1, §4.3: the single head is a Nadaraya-Watson estimator "when the
+        covariates are sampled from a sphere")."""
+        data = DataConfig(d=self.d, L=self.L, sigma2=self.sigma2, covariates="sphere")
+        return heads_sweep_specs([1], self.sphere_seeds, self.seed, data, self.train)
+
     def runs(self) -> dict[str, list[RunSpec]]:
-        """``{"sweep": ..., "variants": ..., "proportional": ...}``."""
+        """``{"sweep": ..., "variants": ..., "proportional": ..., "sphere": ...}``."""
         return {"sweep": flat(self.sweep()), "variants": flat(self.variants()),
-                "proportional": flat(self.proportional())}
+                "proportional": flat(self.proportional()), "sphere": self.sphere()}

@@ -2,6 +2,7 @@
 large ensembles, resumable; a model packed with other chapters' runs ends where it ends alone."""
 
 import dataclasses
+from collections import Counter
 import os
 import signal
 import subprocess
@@ -28,8 +29,9 @@ def test_the_quick_plan_lists_every_training_chapter_and_shares_runs():
     assert set(plan) == {"01_setup", "02_patterns", "03_two_stage_dynamics", "05_optimality", "06_anisotropic",
                          "07_multitask", "09_phase_diagram"}
     # chapter 2: 12 seeds per head count and 6 per other optimiser setting (three heads; 3x the rate,
-    # a batch of 64, SGD); chapter 5: 6 seeds per head count, 6 per two-head variant, 4 per xi
-    assert len(plan["02_patterns"]) == 4 * 12 + 3 * 6 and len(plan["05_optimality"]) == 24 + 5 * 6 + 3 * 4
+    # a batch of 64, SGD); chapter 5: 6 seeds per head count, 6 per two-head variant, 4 per xi, 6 one-head
+    # models on the sphere
+    assert len(plan["02_patterns"]) == 4 * 12 + 3 * 6 and len(plan["05_optimality"]) == 24 + 5 * 6 + 3 * 4 + 6
     ch2, ch3 = set(plan["02_patterns"]), set(plan["03_two_stage_dynamics"])
     assert len(ch3) == 3 * 9 and ch3 <= ch2  # chapter 3 reuses chapter 2's runs: H = 2..4, 9 of its 12 seeds
     assert set(plan["05_optimality"][:24]) <= ch2  # and chapter 5 its first 6 seeds
@@ -46,13 +48,16 @@ def test_the_quick_plan_lists_every_training_chapter_and_shares_runs():
                for s in paper[c])
     # chapter 9: the trap sweep (paper 1,472 runs, quick 88), the grid's slice (paper 2,048, quick 92), whose
     # cells with two to four heads at the centre and two heads at the sweep's other scales and rate are the
-    # sweep's (paper 7 cells of 64 runs, quick 32 runs); the longer runs (paper 32, quick 8); the causes:
+    # sweep's (paper 7 cells of 64 runs, quick 32 runs); the longer runs (paper 32, quick 8) and the two-head
+    # anchor cell's seeds continued (paper 128, quick 16), both to five horizons; the causes:
     # initialisations x data streams (paper 512, quick 24) and the three switches (paper 64 + 128 + 128, quick 24)
-    assert len(paper["09_phase_diagram"]) == 1472 + 2048 + 32 + 512 + 320
-    assert len(set(paper["09_phase_diagram"])) == 1472 + 2048 - 7 * 64 + 32 + 512 + 320
-    assert len(plan["09_phase_diagram"]) == 88 + 92 + 8 + 24 + 24 and len(set(plan["09_phase_diagram"])) == 148 + 56
-    assert {s.train.steps for s in paper["09_phase_diagram"]} == {20_000}
-    assert {s.train.steps for s in plan["09_phase_diagram"]} == {6_000}
+    assert len(paper["09_phase_diagram"]) == 1472 + 2048 + 32 + 128 + 512 + 320
+    assert len(set(paper["09_phase_diagram"])) == 1472 + 2048 - 7 * 64 + 32 + 128 + 512 + 320
+    assert len(plan["09_phase_diagram"]) == 88 + 92 + 8 + 16 + 24 + 24
+    assert len(set(plan["09_phase_diagram"])) == 148 + 16 + 56
+    steps = Counter(s.train.steps for s in paper["09_phase_diagram"])
+    assert steps == {20_000: 4512 - 160, 100_000: 32 + 128}
+    assert Counter(s.train.steps for s in plan["09_phase_diagram"]) == {6_000: 252 - 24, 30_000: 8 + 16}
     assert min(s.seed for s in plan["09_phase_diagram"]) == 1000  # fresh seeds: not the other chapters'
     assert not set(plan["02_patterns"]) & set(plan["09_phase_diagram"])
     over = book.book_plan("quick", overrides={"02_patterns": {"heads": "[2]", "seeds": 1, "sens_heads": 0}})
@@ -63,7 +68,7 @@ def test_plan_command_describes_the_ensembles():
     p = subprocess.run([sys.executable, "-m", "icl_lib", "plan", "--profile", "quick", "--device", "cpu",
                         "--no-measure"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert "384 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
+    assert "406 distinct" in p.stdout and "02_patterns" in p.stdout and "ensembles:" in p.stdout
     assert "d=5 L=40 tasks=1 softmax" in p.stdout and "384,000 model-steps" in p.stdout
     only = subprocess.run([sys.executable, "-m", "icl_lib", "plan", "--profile", "quick", "--device", "cpu",
                            "--no-measure", "--chapters", "02,05_optimality"], capture_output=True, text=True,

@@ -37,7 +37,6 @@ __all__ = [
     "linearisation_curves",
     "trained_linearisation_points",
     "trained_order_estimate",
-    "rescaled_order_estimate",
 ]
 
 
@@ -188,39 +187,3 @@ def trained_order_estimate(runs: Sequence[Run], data: DataConfig, n: int, seed: 
         return Estimate(math.nan, -math.inf, math.inf, LEVEL, "no run with a range of omega"), table
     return median_ci(slopes), table
 
-
-def rescaled_order_estimate(runs: Sequence[Run], data: DataConfig, n: int, seed: int,
-                            scales: Sequence[float] = (0.1, 0.16, 0.25, 0.4, 0.63, 1.0)) -> tuple[Estimate, pd.DataFrame]:
-    """Theorem 4.2 (i) on the trained circuits, moved along the manifold of optimal steps: each
-    run's final circuits with ``KQ -> c KQ`` and ``OV -> OV / c`` (every ``mu_h omega_h``, so the
-    rate ``eta`` and the linearised predictor, unchanged) for ``c`` in ``scales`` (a decade below
-    the trained scale), and the RMS difference of the model's predictions from debiased GD at its
-    rate on the same ``n`` sequences; per run the least-squares slope of ``log RMS`` on ``log c``
-    (Theorem 4.2 (i): 2 for coupled positive/negative heads, the rival 1 for a first-order error).
-    Unlike :func:`trained_order_estimate` it spans a decade of ``omega`` whatever the training did,
-    and keeps each run's off-pattern entries as they were trained.  Returns the median slope over
-    the runs (order-statistic interval) and the table of every point.  Chapter 5."""
-    from ...stats import median_ci
-
-    cs = np.asarray([check_float("scales", c, 0.0, 10.0, lo_open=True) for c in scales], dtype=float)
-    if len(cs) < 2 or np.ptp(np.log(cs)) == 0:
-        fail("scales", list(scales), "at least two distinct positive scales")
-    scale = _rms_unit_step(data, n, seed)
-    rows, slopes = [], []
-    for run in runs:
-        KQ, OV = run.KQ.double()[None], run.OV.double()[None]  # (1, H, D, D), (1, H, N, D)
-        KQs = torch.cat([c * KQ for c in cs])  # (S, H, D, D)
-        OVs = torch.cat([OV / c for c in cs])
-        model = AttentionEnsemble.from_circuits(KQs, OVs, data.d)
-        eta = float(effective_rate(KQ, OV, data.d)[0])
-        refs = {"dGD": lambda b, e=eta: est.debiased_gd_predict(b, e)}
-        sq = prediction_gaps(model, data, refs, n=n, seed=derive_seed(seed, "linearisation"), raw=True)["dGD"]
-        rel = sq.mean(-1).sqrt().numpy() / (abs(eta) * scale)
-        w = float(omega_of(KQ[0], data.d).abs().mean())
-        for c, r in zip(cs, rel):
-            rows.append({"seed": run.spec.seed, "c": float(c), "|omega|": c * w, "relative RMS (dGD)": float(r)})
-        slopes.append(float(np.polyfit(np.log(cs), np.log(rel), 1)[0]))
-    table = pd.DataFrame(rows)
-    if not slopes:
-        return Estimate(math.nan, -math.inf, math.inf, LEVEL, "no run"), table
-    return median_ci(slopes), table
