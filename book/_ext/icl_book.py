@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,10 @@ from sphinx.util.docutils import SphinxDirective
 
 from icl_lib.claims import CLAIM_LINE as _PRINTED, CLAIMS_GLUE_KEY, CLAIMS_MIME
 from icl_lib.tools import bookcache
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the extension's own modules, beside it
+from icl_findings import findings_section, multiplicity_section, words_table  # noqa: E402
+from icl_render import VERDICT_CLASS, count_text, link, scroll, table, verdict  # noqa: E402
 
 # The claim lines as the chapters print them (icl_lib.claims.CLAIM_LINE), whose ``expected`` may
 # hold spaces: a rule that excludes a named rival prints it as written ("excludes(first order=1)")
@@ -79,6 +84,10 @@ class rule_changes(nodes.General, nodes.Element):
     """Replaced by the table of rule changes (it needs the builder, to link the chapters)."""
 
 
+class words_rules(nodes.General, nodes.Element):
+    """Replaced by the table from the papers' words to the book's rules."""
+
+
 class _Placeholder(SphinxDirective):
     node_class: type[nodes.Element]
     has_content = False
@@ -94,6 +103,10 @@ class ClaimsDashboard(_Placeholder):
 
 class ExecutionStatus(_Placeholder):
     node_class = execution_status
+
+
+class WordsRules(_Placeholder):
+    node_class = words_rules
 
 
 class RuleChanges(_Placeholder):
@@ -242,6 +255,9 @@ def _collect(app: Sphinx, doctree: nodes.document) -> None:
                 "known_failure": d.get("known_failure", ""),
                 "kind": d.get("kind", "paper"),
                 "decide": d.get("decide", ""),
+                **{k: d.get(k, "") for k in ("finding", "rule_source", "estimand", "population", "rival", "lean")},
+                "share": d.get("share"),
+                "alpha": d.get("alpha"),
             }
         )
     st["chapters"][docname] = {"title": title, "meta": meta, "claims": claims}
@@ -310,64 +326,20 @@ def _chapters(app: Sphinx) -> list[tuple[str, dict]]:
     return [(d, st["chapters"].get(d, {"title": d, "meta": {}, "claims": []})) for d in docs]
 
 
-def _table(headers: list[str], rows: list[list[nodes.Node | str]], classes: list[str]) -> nodes.table:
-    table = nodes.table(classes=["colwidths-auto", *classes])
-    group = nodes.tgroup(cols=len(headers))
-    table += group
-    for _ in headers:
-        group += nodes.colspec(colwidth=1)
-    head = nodes.thead()
-    group += head
-    row = nodes.row()
-    for h in headers:
-        row += nodes.entry("", nodes.paragraph(text=h))
-    head += row
-    body = nodes.tbody()
-    group += body
-    for cells in rows:
-        row = nodes.row()
-        for cell in cells:
-            entry = nodes.entry()
-            for part in cell if isinstance(cell, list) else [cell]:
-                para = nodes.paragraph()
-                para += nodes.Text(part) if isinstance(part, str) else part
-                entry += para
-            row += entry
-        body += row
-    return table
-
-
-def _link(app: Sphinx, fromdoc: str, todoc: str, text: str, anchor: str = "", literal=False) -> nodes.Node:
-    uri = app.builder.get_relative_uri(fromdoc, todoc) + (f"#{anchor}" if anchor else "")
-    ref = nodes.reference("", "", internal=True, refuri=uri)
-    ref += nodes.literal(text=text) if literal else nodes.Text(text)
-    return ref
-
-
-_VERDICT_CLASS = {"PASS": "icl-pass", "FAIL": "icl-fail", "INCONCLUSIVE": "icl-inconclusive", "NOT-RUN": "icl-notrun"}
-
-
-def _verdict(verdict: str) -> nodes.Node:
-    text = "not run in this profile" if verdict == "NOT-RUN" else verdict
-    return nodes.inline(text=text, classes=["icl-verdict", _VERDICT_CLASS.get(verdict, "icl-fail")])
-
-
-def _count_text(claims: list[dict]) -> str:
-    """``"12 pass, 1 fail, 2 inconclusive, 1 not run in this profile; 2 reported by their chapter as
-    not reproducing"`` (every verdict, never hidden)."""
-    n = {v: sum(c["verdict"] == v for c in claims) for v in _VERDICT_CLASS}
-    known = sum(bool(c.get("known_failure")) for c in claims)
-    text = (f"{n['PASS']} pass, {n['FAIL']} fail, {n['INCONCLUSIVE']} inconclusive, "
-            f"{n['NOT-RUN']} not run in this profile")
-    if known:
-        text += f"; {known} reported by {'their chapter' if known > 1 else 'its chapter'} as not reproducing"
-    return text
+def _condition_cell(c: dict) -> list[nodes.Node]:
+    """The rule as printed, where it comes from (the words-to-rules table, or why it departs from
+    it), the population it is measured on, and the finding it belongs to."""
+    cell: list[nodes.Node] = [nodes.literal(text=c["expected"])]
+    for key, label in (("rule_source", ""), ("population", "on: "), ("finding", "finding: ")):
+        if c.get(key):
+            cell.append(nodes.inline(text=f" {label}{c[key]}", classes=[f"icl-{key.replace('_', '-')}"]))
+    return cell
 
 
 def _verdict_cell(c: dict) -> list[nodes.Node]:
     """The verdict; for a reported non-reproduction the chapter's report of it; for an undecided
     claim what would decide it."""
-    cell = [_verdict(c["verdict"])]
+    cell = [verdict(c["verdict"])]
     if c.get("known_failure"):
         note = nodes.inline(classes=["icl-known-failure"])
         note += nodes.Text(f" reported not to reproduce: {c['known_failure']}")
@@ -387,7 +359,7 @@ def _changes_note(app: Sphinx, fromdoc: str, chapter: str, cid: str) -> list[nod
         return []
     dates = ", ".join(sorted({c.date for c in found}))
     note = nodes.inline(classes=["icl-rule-changed"])
-    note += _link(app, fromdoc, page, f"rule changed {dates}", anchor=f"rule-{chapter}-{cid}")
+    note += link(app, fromdoc, page, f"rule changed {dates}", anchor=f"rule-{chapter}-{cid}")
     return [note]
 
 
@@ -450,7 +422,7 @@ def _other_cell(other: str, recorded: dict | None, cid: str) -> nodes.Node:
         return nodes.inline(text=f"{other}: not in the recorded run", classes=["icl-other", "icl-notrun"])
     verdict = c.get("verdict", "?")
     text = "not run in that profile" if verdict == "NOT-RUN" else verdict
-    cell = nodes.inline(classes=["icl-other", _VERDICT_CLASS.get(verdict, "icl-fail")])
+    cell = nodes.inline(classes=["icl-other", VERDICT_CLASS.get(verdict, "icl-fail")])
     cell += nodes.Text(f"{other}: {text}")
     if c.get("interval", "-") != "-":
         cell += nodes.Text(f" {c.get('measured', '')} {c['interval']}")
@@ -467,9 +439,9 @@ def _recorded_text(other: str, recorded: dict | None) -> str:
     if recorded.get("committed"):
         return (f"{other} profile: committed run of {when} on {recorded.get('device', '?')} (icl_lib "
                 f"{recorded.get('icl_lib', '?')}, {recorded.get('seconds', 0) / 60:.0f} min, "
-                f"{recorded.get('command', '?')}): {_count_text(recorded.get('claims', []))}")
+                f"{recorded.get('command', '?')}): {count_text(recorded.get('claims', []))}")
     return (f"{other} profile: recorded run of {when} on {recorded.get('device', '?')} (icl_lib "
-            f"{recorded.get('icl_lib', '?')}): {_count_text(recorded.get('claims', []))}")
+            f"{recorded.get('icl_lib', '?')}): {count_text(recorded.get('claims', []))}")
 
 
 _KIND_TITLES = {
@@ -488,18 +460,28 @@ def _kind_counts(claims: list[dict], kinds=("paper", "beyond", "check")) -> str:
             continue
         of = [c for c in claims if c.get("kind", "paper") == kind]
         if of or kind == "paper":
-            parts.append(f"{len(of)} {label}: {_count_text(of)}")
+            parts.append(f"{len(of)} {label}: {count_text(of)}")
     return "; ".join(parts)
 
 
 def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
     chapters = _chapters(app)
-    all_claims = [c for _, ch in chapters for c in ch["claims"]]
+    all_claims = [dict(c, chapter=doc.rsplit("/", 1)[-1], chapter_title=ch["title"], doc=doc)
+                  for doc, ch in chapters for c in ch["claims"]]
     papers = [c for c in all_claims if c.get("kind", "paper") == "paper"]
+
+    def link_claim(c: dict) -> nodes.Node:
+        return link(app, fromdoc, c["doc"], c["cid"], c["anchor"], literal=True)
+
+    out: list[nodes.Node] = [nodes.rubric(text="The findings", classes=["icl-findings"])]
+    out += findings_section(all_claims, link_claim)
+    out.append(nodes.rubric(text="Chance", classes=["icl-findings"]))
+    out += multiplicity_section(all_claims, link_claim)
+    out.append(nodes.rubric(text="Every claim, chapter by chapter", classes=["icl-findings"]))
     summary = nodes.paragraph(classes=["icl-summary"])
     summary += nodes.Text(
         f"This build checks {len(papers)} claim{'s' * (len(papers) != 1)} of the two papers in "
-        f"{len(chapters)} chapter{'s' * (len(chapters) != 1)}: {_count_text(papers)}.  "
+        f"{len(chapters)} chapter{'s' * (len(chapters) != 1)}: {count_text(papers)}.  "
     )
     rest = [c for c in all_claims if c.get("kind", "paper") != "paper"]
     if rest:
@@ -509,13 +491,13 @@ def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
         )
     summary += nodes.Text(
         "A claim is decided on the interval of its measurement: PASS when all of it satisfies the "
-        "condition, FAIL when none of it does, INCONCLUSIVE when the data cannot decide (beside it, how "
-        "many seeds or samples would decide it); a claim declared only for another profile is listed as "
+        "condition, FAIL when none of it does, INCONCLUSIVE when the data cannot decide (beside it, which "
+        "way it leans and what would decide it); a claim declared only for another profile is listed as "
         "not run.  A claim that was written before the run and did not reproduce keeps its verdict and is "
         "marked as reported by its chapter, which shows the evidence.  A claim whose rule changed after it "
         "was written links to the rule-change page."
     )
-    out: list[nodes.Node] = [summary]
+    out.append(summary)
     for doc, ch in chapters:
         claims = ch["claims"]
         profile = ch["meta"].get("profile", "quick")
@@ -523,7 +505,7 @@ def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
         name = doc.rsplit("/", 1)[-1]
         recorded = _recorded(app, other).get(name)
         rubric = nodes.rubric(classes=["icl-chapter"])
-        rubric += _link(app, fromdoc, doc, ch["title"])
+        rubric += link(app, fromdoc, doc, ch["title"])
         out.append(rubric)
         out.append(
             nodes.paragraph(
@@ -534,7 +516,7 @@ def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
         if not claims:
             out.append(nodes.paragraph(text="This chapter reported no claims in this build."))
             continue
-        headers = ["Claim (section)", "Statement", "Measured", "95 % interval", "Condition",
+        headers = ["Claim (section)", "Statement", "Measured", "Interval", "Condition (its source; whom)",
                    f"Verdict ({other} below)", "Declared for"]
         for kind, title in _KIND_TITLES.items():
             of = [c for c in claims if c.get("kind", "paper") == kind]
@@ -545,7 +527,7 @@ def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
             rows = [
                 [
                     [
-                        _link(app, fromdoc, doc, c["cid"], c["anchor"], literal=True),
+                        link(app, fromdoc, doc, c["cid"], c["anchor"], literal=True),
                         nodes.inline(text=c["section"] or ch["title"], classes=["icl-section"]),
                         *_changes_note(app, fromdoc, name, c["cid"]),
                     ],
@@ -553,21 +535,27 @@ def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
                      nodes.Text(c["statement"])] if c["paper_section"] else c["statement"],
                     nodes.literal(text=c["measured"]),
                     nodes.literal(text=c["interval"]),
-                    nodes.literal(text=c["expected"]),
+                    _condition_cell(c),
                     [*_verdict_cell(c), nodes.paragraph("", "", _other_cell(other, recorded, c["cid"]))],
                     c["profiles"].replace(",", ", "),
                 ]
                 for c in of
             ]
-            out.append(_scroll(_table(headers, rows, ["icl-claims"])))
+            out.append(scroll(table(headers, rows, ["icl-claims"])))
     return out
 
 
-def _scroll(table: nodes.Node) -> nodes.Node:
-    """A wide table in a box that scrolls sideways inside the page's column (marked by its border)."""
-    box = nodes.container(classes=["icl-scroll"])
-    box += table
-    return box
+def _verdict_changes(verdicts) -> list[nodes.Node] | str:
+    """``label: BEFORE → AFTER`` per claim, one per line ("-" when none were recorded)."""
+    if not verdicts:
+        return "-"
+    out = []
+    for i, (label, before, after) in enumerate(verdicts):
+        out += [nodes.raw("", "<br/>", format="html")] if i else []
+        out += [nodes.literal(text=label), nodes.Text(": ")] if len(verdicts) > 1 or "->" in label else []
+        out += [verdict(before) if before != "-" else nodes.Text("-"), nodes.Text(" → "),
+                verdict(after) if after != "-" else nodes.Text("-")]
+    return out
 
 
 def _rule_changes(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
@@ -580,7 +568,7 @@ def _rule_changes(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
     rows = []
     for c in sorted(CHANGES, key=lambda c: (c.chapter, c.claims, c.date)):
         target = nodes.inline(ids=[f"rule-{c.chapter}-{cid}" for cid in c.claims])
-        chapter = _link(app, fromdoc, docs[c.chapter], c.chapter) if c.chapter in docs else c.chapter
+        chapter = link(app, fromdoc, docs[c.chapter], c.chapter) if c.chapter in docs else c.chapter
         rows.append([
             [target, *[part for cid in c.claims for part in (nodes.literal(text=cid), nodes.Text(" "))]],
             chapter,
@@ -589,9 +577,10 @@ def _rule_changes(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
             nodes.literal(text=c.after),
             c.why,
             "yes" if c.after_run else "no",
+            _verdict_changes(c.verdicts),
         ])
-    headers = ["Claim", "Chapter", "Date", "Rule before", "Rule after", "Why", "After a run"]
-    return [_scroll(_table(headers, rows, ["icl-claims", "icl-rules"]))]
+    headers = ["Claim", "Chapter", "Date", "Rule before", "Rule after", "Why", "After a run", "Verdict before → after"]
+    return [scroll(table(headers, rows, ["icl-claims", "icl-rules"]))]
 
 
 def _store_summary(app: Sphinx) -> dict[str, str]:
@@ -639,7 +628,7 @@ def _status(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
         ok = ex.get("succeeded")
         rows.append(
             [
-                _link(app, fromdoc, doc, ch["title"]),
+                link(app, fromdoc, doc, ch["title"]),
                 _when(ex.get("mtime")),
                 "-" if runtime is None else f"{runtime:.1f}",
                 "succeeded" if ok else (f"failed ({ex.get('error') or '?'})" if ok is False else "-"),
@@ -647,13 +636,13 @@ def _status(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
                 meta.get("device", "-"),
                 meta.get("icl_lib", "-"),
                 meta.get("torch", "-"),
-                _count_text(claims),
+                count_text(claims),
                 stored.get(name := doc.rsplit("/", 1)[-1], "trains nothing") + _record_note(app, name),
             ]
         )
     headers = ["Chapter", "Executed", "Run time (s)", "Status", "Profile", "Device", "icl_lib", "torch", "Claims",
                "Paper profile: run store"]
-    return [_scroll(_table(headers, rows, ["icl-status"]))]
+    return [scroll(table(headers, rows, ["icl-status"]))]
 
 
 def _fill(app: Sphinx, doctree: nodes.document, fromdoc: str) -> None:
@@ -663,6 +652,8 @@ def _fill(app: Sphinx, doctree: nodes.document, fromdoc: str) -> None:
         node.replace_self(_status(app, fromdoc))
     for node in list(doctree.findall(rule_changes)):
         node.replace_self(_rule_changes(app, fromdoc))
+    for node in list(doctree.findall(words_rules)):
+        node.replace_self(words_table())
 
 
 def _quiet_progress_bars(app: Sphinx, config) -> None:
@@ -715,9 +706,11 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_node(claims_dashboard)
     app.add_node(execution_status)
     app.add_node(rule_changes)
+    app.add_node(words_rules)
     app.add_directive("claims-dashboard", ClaimsDashboard)
     app.add_directive("execution-status", ExecutionStatus)
     app.add_directive("rule-changes", RuleChanges)
+    app.add_directive("words-to-rules", WordsRules)
     app.connect("config-inited", _quiet_progress_bars)
     app.connect("builder-inited", _html_assets)
     app.connect("env-get-outdated", _stale_executions)

@@ -67,9 +67,8 @@ CLAIMS = ChapterClaims("05_optimality", (
               "P1 Thm 4.2 (i), §4.3", finding="p1-debiased-gd", rule=Within(1.5, 2.5), word="of order",
               rival="first order",
               estimand="the median over the pattern's two-head models of the slope of log RMS(model - its debiased "
-              "GD) on log c when the trained heads are moved along the manifold of optimal steps (omega -> c omega, "
-              "mu -> mu / c, c over a decade below 1)", population=_PN, unit="two-head runs in the pattern",
-              undecided=_MORE, written="2026-12-05", **P1),
+              "GD) on log|omega| along training, from a tenth of it on", population=_PN,
+              unit="two-head runs in the pattern", undecided=_MORE, profiles=("paper",), **P1),
     ClaimSpec("bayes-ratio-limit-formula", "proportional-regime limits of the debiased GD and Bayes risks (the "
               "book's closed forms at finite size)", "P1 Thm 4.2 (iii), F.3", kind="check",
               finding="checks-derivations", rule=Below(0.05), population="not seeds",

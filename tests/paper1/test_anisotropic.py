@@ -588,9 +588,9 @@ def test_largest_smallest_and_envelope_decide_for_every_group():
     """A Below rule on largest() passes iff every group's interval is below the threshold and fails
     iff some group's interval lies wholly above it; smallest() the same for Above; envelope()
     passes a window iff every interval lies in it."""
-    from icl_lib.claims import Claims
+    from tests.declaring import Declaring
 
-    c = Claims("t", "quick", device="cpu")
+    c = Declaring("t", "quick", device="cpu")
 
     def verdict(rule, e):
         c.test(f"c{len(c.items)}", e, rule, "s")

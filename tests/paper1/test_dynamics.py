@@ -406,7 +406,9 @@ def test_stage_table_and_statistics_of_a_designed_sweep():
     stages = sweep_stages(sweep, 5)
     assert [st.kind for st in stages[2]] == ["pos/neg", "single-sign"]
     table = stage_table(sweep, stages, [2])
-    assert table.columns.tolist() == ["H", "seed", "final pattern", "groups", "pattern (3.1)", "Stage I", "Stage II"]
+    assert table.columns.tolist() == ["H", "seed", "final pattern", "groups", "(3.1) first", "pattern (3.1)", "Stage I",
+                                      "Stage II"]
+    assert table["(3.1) first"].tolist() == [0, 0]  # the first logged step of the form (3.1)
     assert table["seed"].tolist() == [0, 1] and table["groups"].tolist() == ["p n", "p p"]
     assert table["Stage I"].iloc[0] == 20 and table["Stage II"].iloc[0] == 30
     assert table["pattern (3.1)"].tolist() == [0, 0]  # the circuits are of the form (3.1) throughout
