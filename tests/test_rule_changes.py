@@ -72,7 +72,7 @@ def test_verdicts_before_and_after_are_verdicts():
         RuleChange("02_patterns", ("x",), "2026-12-05", "a", "b", "c", verdicts=(("x", "PASS"),))
 
 
-def test_every_change_of_this_revision_records_its_verdicts():
+def test_verdict_labels_name_the_changes_claims():
     """A change listed with verdicts names each of its claims (or the claim that replaced it)."""
     for c in CHANGES:
         for label, _, _ in c.verdicts:

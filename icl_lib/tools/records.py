@@ -72,18 +72,23 @@ RECORDED: dict[str, Recorded] = {
                  "paper2/experiment_fits.py", "paper2/experiments.py", "paper2/fits.py", "paper2/lemmas.py",
                  "paper2/loss.py", "paper2/manifold.py", "paper2/monte_carlo.py", "paper2/regulariser.py",
                  "stats/__init__.py", "stats/combine.py", "stats/decide.py",
-                 "stats/estimate.py", "stats/intervals.py", "claims/__init__.py", "claims/report.py", "claims/rules.py",
-                 "claims/spec.py", "seeding.py", "validate.py",
+                 "stats/estimate.py", "stats/intervals.py", "stats/resample.py", "claims/__init__.py",
+                 "claims/findings.py", "claims/multiplicity.py", "claims/report.py", "claims/rules.py",
+                 "claims/spec.py", "claims/words.py", "claimsets/__init__.py", "claimsets/convergence.py",
+                 "seeding.py", "validate.py",
                  "figures/curves.py", "figures/style.py"),
         settings=("paper2.ch8",),
         notebook=True,
     ),
 }
-# Paper 1's chapters and chapter 9: their claims only, fingerprinted by every deciding module but
-# paper 2's (none of them imports it; a test checks).
+# Paper 1's chapters and chapter 9: their claims, fingerprinted by every deciding module but paper
+# 2's (none of them imports it; a test checks).  Chapter 9's executed notebook is kept and served
+# too: its descent from every trapped end point of the paper profile takes about half an hour on
+# one core, longer than the whole book build of the others.
 for _name in ("01_setup", "02_patterns", "03_two_stage_dynamics", "04_ode_phases", "05_optimality",
               "06_anisotropic", "07_multitask", "09_phase_diagram"):
-    RECORDED[_name] = Recorded(profile="paper", modules=None, settings=("paper1.train",), excluded=("paper2/",))
+    RECORDED[_name] = Recorded(profile="paper", modules=None, settings=("paper1.train",), excluded=("paper2/",),
+                               notebook=_name == "09_phase_diagram")
 RECORDED = dict(sorted(RECORDED.items()))
 # The library's folders that neither compute a chapter's numbers nor decide its claims: the command
 # line (and `python -m icl_lib`), the build and benchmark tools, and the figures (a claims-only
@@ -107,7 +112,11 @@ def modules_of(chapter: str, root: str | Path | None = None) -> tuple[str, ...]:
     spec = RECORDED[select(chapter)]
     if spec.modules is not None:
         return spec.modules
-    return tuple(m for m in deciding_modules(root) if not m.startswith(spec.excluded))
+    mods = deciding_modules(root)
+    if spec.notebook:  # a served notebook shows its figures: the code that draws them decides it too
+        base = _root(root) / "icl_lib"
+        mods += tuple(sorted(str(p.relative_to(base)) for p in (base / "figures").glob("*.py")))
+    return tuple(m for m in mods if not m.startswith(spec.excluded))
 
 
 def select_many(chapters: str) -> list[str]:

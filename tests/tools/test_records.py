@@ -12,10 +12,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from icl_lib.claims import Above, Claims
+from icl_lib.claims import Above
 from icl_lib.stats import Estimate
 from icl_lib.tools import records
 from icl_lib.tools.cli import main
+from tests.declaring import Declaring
 
 ROOT = Path(__file__).resolve().parents[2]
 CH8 = "08_preconditioned_convergence"
@@ -64,7 +65,7 @@ def _fake_run(claims_verdict_value: float = 0.6, error: str | None = None, after
         old = os.environ.get("ICL_CLAIMS_DIR")
         os.environ["ICL_CLAIMS_DIR"] = env["ICL_CLAIMS_DIR"]
         try:
-            c = Claims(CH8, "paper", device="cpu")
+            c = Declaring(CH8, "paper", device="cpu")
             c.test("rate", Estimate(claims_verdict_value, claims_verdict_value - 0.05, claims_verdict_value + 0.05),
                    Above(0.5), "statement of rate", "P2 Thm 2")
             try:
@@ -160,7 +161,7 @@ def test_a_claims_only_record_keeps_no_notebook_and_follows_every_deciding_modul
 
         os.environ["ICL_CLAIMS_DIR"] = env["ICL_CLAIMS_DIR"]
         try:
-            c = Claims(name, "paper", device="cpu")
+            c = Declaring(name, "paper", device="cpu")
             c.test("x", Estimate(0.6, 0.55, 0.65), Above(0.5), "s")
             c.report()
         finally:
