@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import shutil
+import warnings
 from pathlib import Path
 
 import nbformat
@@ -212,9 +213,20 @@ def test_the_recorded_modules_cover_every_module_they_import():
 def test_every_recorded_chapter_has_a_current_committed_record():
     """A change to the code that decided a committed record makes it stale: record it again
     (python -m icl_lib record run <chapter>: about an hour and a half on one core for chapter 8,
-    seconds to minutes from the run store for the others)."""
+    seconds to minutes from the run store for the others).  A training chapter whose paper runs
+    the committed run store does not yet hold in full cannot be recorded without training them:
+    the book builds it in the quick profile (tools.plan.published_profiles) and never serves its
+    stale record, and this test names it until the store holds its runs."""
+    from icl_lib.engine.store import RunStore
+    from icl_lib.tools.plan import book_plan
+
+    plan, store = book_plan("paper"), RunStore()
     for name in records.RECORDED:
         st = records.status(name)
+        if name in plan and not store.status(plan[name])["complete"]:
+            assert st["current"] or records.served(ROOT / "book" / f"{name}.ipynb", "paper") is None, name
+            warnings.warn(f"{name}: the run store lacks some of its paper runs; its record waits for them")
+            continue
         assert st["record"] is not None, f"{name} has no committed record"
         assert st["current"], f"the record of {name} is stale: changed since {st['changed']}"
         assert all(c["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE", "NOT-RUN") for c in st["record"]["claims"])
