@@ -74,7 +74,10 @@ def _initialisation() -> list[ClaimSpec]:
         ClaimSpec("predictors-reach-ceiling", "the chapter's best predictor read from the initialisation reads "
                   "as much of the outcome as the initialisation holds", rule=Above(-0.05),
                   estimand="the best predictor's accuracy on the crossed runs minus the leave-one-draw-out "
-                  "accuracy (paired, bootstrap interval over initialisations)", **common),
+                  "accuracy (paired, bootstrap interval over initialisations)",
+                  known_failure="below the margin in the paper profile: the best predictor read from the "
+                                "initialisation misses part of what the initialisation fixes (the table above)",
+                  **common),
     ]
 
 
@@ -155,7 +158,10 @@ def _rates() -> list[ClaimSpec]:
                   **common),
         ClaimSpec("small-init-fewer-traps-H{H}", "a smaller initialisation makes the single-sign trap rarer (H = {H})",
                   rule=Above(0.0), estimand="the trap's fraction at the default scale minus at the sweep's smallest "
-                  "(Newcombe's score interval)", **common),
+                  "(Newcombe's score interval)",
+                  known_failure={"small-init-fewer-traps-H2": "below 0 in the paper profile: at the sweep's smallest "
+                                 "initial scale two heads are trapped more often, not less (the table above)"},
+                  **common),
         ClaimSpec("trap-insensitive-to-lr", "we found that the results are not sensitive to the choice of "
                   "optimization algorithm, hyperparameters such as batch size and learning rate (two heads: the "
                   "outcome at the sweep's second Adam rate)", section="P1 C.1", kind="paper",
@@ -194,7 +200,10 @@ def _grid() -> list[ClaimSpec]:
         ClaimSpec("eta-is-eta-star-every-cell", "the learned predictor performs nearly identically to the debiased GD "
                   "predictor with its optimal step, in every cell of the grid", rule=Below(0.10), word="every",
                   estimand="the largest |mean eta / eta* - 1| over the cells with at least four pattern runs "
-                  "(Bonferroni-simultaneous t intervals)", unit="seeds per cell", **common),
+                  "(Bonferroni-simultaneous t intervals)", unit="seeds per cell",
+                  known_failure="above the margin in the paper profile in one cell, the grid's shortest context "
+                                "(d = 5, L = 10), where the loss is still within 0.3 % of debiased GD's: Section 7",
+                  **common),
         ClaimSpec("eta-follows-shape", "Theorem 4.2 (ii): the optimal step eta*(d, L, sigma^2) is the learned rate "
                   "across shapes and noise levels (the rival: a rate that ignores them, slope 0)",
                   rule=Within(0.8, 1.2), word="of order",
@@ -206,6 +215,9 @@ def _grid() -> list[ClaimSpec]:
                   estimand="the largest |mean paired excess over debiased GD / R_dGD*| over the cells with at least "
                   "four pattern runs (Bonferroni-simultaneous t intervals), at the grid's 20,000-step horizon",
                   unit="seeds per cell",
+                  known_failure="above the margin in the paper profile at the grid's two largest Adam rates "
+                                "(1e-2, 3e-2), an excess that grows with the rate; at paper 1's rate every cell "
+                                "is within 3 %: Section 7",
                   undecided="the grid trains to chapter 9's 20,000-step horizon, shorter than the paper's 500,000 "
                             "steps at which chapters 2 and 5 test this claim; more seeds per cell would decide it "
                             "here"),

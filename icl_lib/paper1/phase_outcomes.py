@@ -73,6 +73,7 @@ __all__ = [
     "time_panels",
     "time_scaling",
     "worst_cell",
+    "worst_cell_where",
     "MIN_CELL_RUNS",
     "UNDECIDED",
 ]
@@ -192,6 +193,21 @@ def worst_cell(models: pd.DataFrame, column: str, level: float = LEVEL, what: st
     ses = stats["std"] / np.sqrt(stats["count"])
     return extreme(stats["mean"], ses, "absmax", df=stats["count"] - 1, level=level,
                    what=what or f"largest |mean {column}| over {len(stats)} cells")
+
+
+def worst_cell_where(models: pd.DataFrame, column: str, min_runs: int = MIN_CELL_RUNS) -> dict[str, float]:
+    """The cell that :func:`worst_cell` reads: the axes of :data:`~icl_lib.paper1.phase.AXES` of the
+    cell (with at least ``min_runs`` runs) whose ``|mean of column|`` is largest, that ``mean``,
+    its ``runs`` and a readable ``cell``; an empty dict without such a cell.  Chapter 9 names it beside the verdict."""
+    stats = models.groupby(list(AXES), sort=False)[column].agg(["mean", "count"])
+    stats = stats[stats["count"] >= check_int("min_runs", min_runs, 2)]
+    if not len(stats):
+        return {}
+    key = stats["mean"].abs().idxmax()
+    cell = dict(zip(AXES, key))
+    label = (f"H = {cell['H']:g}, d = {cell['d']:g}, L = {cell['L']:g}, sigma^2 = {cell['sigma2']:g}, "
+             f"Adam rate {cell['lr']:g}, initial scale {cell['init_scale']:g}")
+    return {**cell, "mean": float(stats.loc[key, "mean"]), "runs": int(stats.loc[key, "count"]), "cell": label}
 
 
 # ------------------------------------------------------------------------------------ per cell

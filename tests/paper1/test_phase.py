@@ -36,6 +36,7 @@ from icl_lib.paper1.phase_outcomes import (
     trap_vs_heads,
     trap_vs_lr,
     worst_cell,
+    worst_cell_where,
 )
 from icl_lib.paper1 import phase_outcomes
 from icl_lib.seeding import derive_seed
@@ -358,6 +359,16 @@ def test_worst_cell_is_bonferroni_over_the_cells_t_intervals_and_decides_with_be
     # by default a cell needs MIN_CELL_RUNS runs: the cells of 2 and 3 runs above are left out
     assert MIN_CELL_RUNS == 4 and worst_cell(_cells_of(cells), "x").value == pytest.approx(0.01125)
     assert worst_cell(_cells_of(tight), "x") is UNDECIDED
+
+
+def test_worst_cell_where_names_the_cell_farthest_from_zero():
+    cells = [[0.01, 0.02, 0.00, 0.015], [-0.02, -0.03, -0.01], [0.05, 0.06]]
+    where = worst_cell_where(_cells_of(cells), "x", min_runs=2)
+    assert where["d"] == 4 and where["runs"] == 2 and where["mean"] == pytest.approx(0.055)
+    assert where["cell"] == "H = 2, d = 4, L = 40, sigma^2 = 0.1, Adam rate 0.003, initial scale 1"
+    assert worst_cell_where(_cells_of([[-0.5, -0.4, -0.6], [0.3, 0.2, 0.4]]), "x", min_runs=2)["d"] == 2
+    assert worst_cell_where(_cells_of(cells), "x")["d"] == 2  # only the cell of four runs counts
+    assert worst_cell_where(_cells_of([[0.3]]), "x", min_runs=2) == {}
 
 
 def test_slopes_against_numpy_and_the_t_formula(gen):
