@@ -142,4 +142,4 @@ def words_table() -> list[nodes.Node]:
     """The table from the papers' words to the book's rules (:data:`icl_lib.claims.words.WORDS`)."""
     rows = [[nodes.literal(text=key), w.words, w.rule, ", ".join(w.classes)] for key, w in WORDS.items()]
     return [table(["Entry", "The papers' words", "The rule", "Rules (icl_lib.claims)"], rows,
-                  ["icl-claims", "icl-words"])]
+                  ["icl-claims", "icl-rules", "icl-words"])]

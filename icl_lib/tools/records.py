@@ -25,6 +25,7 @@ fails until it is recorded again.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -144,14 +145,23 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _syntax(source: str) -> str:
+    """What a code cell computes: its Python syntax tree, so that a line wrapped or a comment
+    reworded leaves a record current; the source itself where it is not plain Python."""
+    try:
+        return ast.dump(ast.parse(source))
+    except SyntaxError:
+        return source
+
+
 def fingerprint(chapter: str, root: str | Path | None = None) -> dict[str, str]:
-    """Part -> SHA-256 of what decides ``chapter``'s recorded claims: its code cells (in order,
-    outputs and prose left out), each module of :data:`RECORDED`, each settings entry of its
+    """Part -> SHA-256 of what decides ``chapter``'s recorded claims: its code cells (in order, as
+    syntax trees: outputs, prose, comments and layout left out), each module of :data:`RECORDED`, each settings entry of its
     profile, and the torch version."""
     name, root = select(chapter), _root(root)
     spec = RECORDED[name]
     nb = json.loads((root / "book" / f"{name}.ipynb").read_text())
-    code = [c["source"] if isinstance(c["source"], str) else "".join(c["source"])
+    code = [_syntax(c["source"] if isinstance(c["source"], str) else "".join(c["source"]))
             for c in nb["cells"] if c["cell_type"] == "code"]
     parts = {f"book/{name}.ipynb (code cells)": _sha(json.dumps(code).encode())}
     for m in modules_of(name, root):

@@ -47,6 +47,8 @@ def test_the_fingerprint_follows_the_code_not_the_prose(checkout):
     assert base == records.fingerprint(CH8, ROOT) and base["torch"]
     _edit_cell(checkout, "markdown", "\nA rewritten sentence.")
     assert records.fingerprint(CH8, checkout) == base  # prose: the record still holds
+    _edit_cell(checkout, "code", "\n# a comment")
+    assert records.fingerprint(CH8, checkout) == base  # a comment: the record still holds
     _edit_cell(checkout, "code", "\nx = 1")
     now = records.fingerprint(CH8, checkout)
     assert [p for p in base if now[p] != base[p]] == [f"book/{CH8}.ipynb (code cells)"]
