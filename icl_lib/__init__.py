@@ -24,7 +24,7 @@ Layers, each importing only from the ones above it in this list:
   that outgrew one module is a package, one module per section;
 * :mod:`icl_lib.paper2` -- paper 2: data, losses, Algorithm 1 and baselines, fits, the manifold
   of minima, Monte Carlo, experiment drivers (chapter 8);
-* :mod:`icl_lib.setups` -- each training chapter's setup: its parameters validated once, its
+* :mod:`icl_lib.chapters` -- each training chapter's setup: its parameters validated once, its
   profile, device and seeds resolved, its configurations and runs declared (the chapter trains
   them, the book's training plan lists them);
 * :mod:`icl_lib.figures` -- every figure, one module per kind, one style (the only layer that

@@ -1,4 +1,4 @@
-"""Every chapter's claims as data: one module per chapter, named as its setup (:mod:`icl_lib.setups`).
+"""Every chapter's claims as data: one module per chapter, named as its setup (:mod:`icl_lib.chapters`).
 
 Each module holds ``CLAIMS``, a :class:`~icl_lib.claims.spec.ChapterClaims`: for every claim the
 chapter decides, the paper's words and section, its kind and finding, its rule and where the rule

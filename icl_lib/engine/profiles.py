@@ -48,28 +48,6 @@ SETTINGS: dict[str, dict[str, dict]] = {
         "paper": dict(patterns=36, sensitivity=12, dynamics=36, anisotropic=20, optimality=36, variants=12, sphere=24,
                       proportional=8),
     },
-    "paper2.ch8": {
-        "quick": dict(
-            n=128, K=8, steps=300, steps_pop=400, kappas=(1, 4, 16, 64), R_kappa=4, steps_kappa=3000,
-            init_scales=(1e-1, 1e-2, 1e-3, 1e-4, 1e-6), n_gap=(8, 16, 32, 64, 128, 256, 512), mc_tokens=2**18,
-            n_dist=(16, 64, 256, 1024, 4096), R_dist=8, floor_multiples=(16, 24, 32, 48, 64), R_floor=8,
-            steps_floor=60, R_compare=4, rate_start=0.5, n_rate=512, K_rate=2, R_rate=8, steps_rate=60,
-            distances=(0.01, 0.03, 0.1, 0.3, 1.0), n_dirs=64, n_basin=64, bias_multiples=(4, 8, 16, 32, 64),
-            bias_tokens=2**17, R_bias=4, lemma4_r=0.1, lemma4_dirs=8, lemma4_n_init=4096, lemma4_K=1024, R_reg=4,
-            starts_reg=8, steps_reg=800, dims=(2, 4, 8, 16), R_dim=4, steps_dim=400, n_per_d=1024,
-        ),
-        "paper": dict(
-            n=512, K=32, steps=400, steps_pop=600, kappas=(1, 4, 16, 64, 256), R_kappa=8, steps_kappa=20000,
-            init_scales=(1e-1, 1e-2, 1e-3, 1e-4, 1e-6, 1e-8), n_gap=(8, 16, 32, 64, 128, 256, 512, 1024, 2048),
-            mc_tokens=2**20, n_dist=(16, 64, 256, 1024, 4096, 16384), R_dist=32,
-            floor_multiples=(16, 24, 32, 48, 64, 96, 128, 192, 256), R_floor=8, steps_floor=80, R_compare=8,
-            rate_start=0.5, n_rate=1024, K_rate=2, R_rate=16, steps_rate=80,
-            distances=(0.01, 0.03, 0.1, 0.2, 0.3, 0.5, 1.0), n_dirs=128, n_basin=256,
-            bias_multiples=(4, 8, 16, 32, 64, 128), bias_tokens=2**20, R_bias=8, lemma4_r=0.1, lemma4_dirs=16,
-            lemma4_n_init=16384, lemma4_K=512, R_reg=8, starts_reg=16, steps_reg=1500,
-            dims=(2, 3, 4, 6, 8, 12, 16, 24), R_dim=8, steps_dim=600, n_per_d=1024,
-        ),
-    },
 }
 
 

@@ -1,4 +1,4 @@
-"""Chapter 8's experiments on paper 2, as functions: settings per profile and one driver per figure.
+"""Chapter 8's experiments on paper 2, as functions: one driver per figure.
 
 Goel, Soltanolkotabi, Bartlett (2026).  Each driver batches independent repetitions (problems,
 seeds) along the leading dimension ``R`` and returns plain tensors for the chapter to plot and
@@ -31,7 +31,6 @@ from dataclasses import dataclass
 
 import torch
 
-from ..engine.profiles import profile_settings
 from ..seeding import derive_seed, generator
 from ..stats import ratio_ci
 from ..validate import check_float, check_float_list, check_int, check_int_list
@@ -43,8 +42,6 @@ from .manifold import balance, hessian_P, manifold_distance, manifold_point, one
 from .monte_carlo import gradient_bias, mc_loss
 
 __all__ = [
-    "Ch8Settings",
-    "ch8_settings",
     "single_thread",
     "loss_gap_vs_n",
     "compare_methods",
@@ -59,105 +56,9 @@ __all__ = [
     "finite_rate",
     "comparison_table",
     "factor_balance",
-    "convergence_values",
+    "MethodComparison",
+    "method_comparison",
 ]
-
-
-@dataclass(frozen=True)
-class Ch8Settings:
-    """Sizes of chapter 8's experiments; :func:`ch8_settings` gives the profile's values."""
-
-    n: int  # sequence length of the oracle in the method comparison (Figures 2, 4)
-    K: int  # fresh sequences per oracle call
-    steps: int  # iterations with the finite-n oracle
-    steps_pop: int  # iterations with the population oracle
-    kappas: tuple  # condition numbers of Sigma for the rate sweep
-    R_kappa: int  # problems per condition number
-    steps_kappa: int  # population-oracle iterations per rate fit
-    init_scales: tuple  # small random starts (relative to the spectral start's norm)
-    n_gap: tuple  # sequence lengths for the Monte Carlo of E[L_hat]
-    mc_tokens: int  # K * n per sequence length in that Monte Carlo
-    n_dist: tuple  # sample sizes for the spectral start's distance
-    R_dist: int  # problems per sample size
-    floor_multiples: tuple  # sequence lengths for the error floor, in units of d (see n_floor)
-    R_floor: int  # problems per sequence length
-    steps_floor: int  # iterations per floor run (the last half is averaged)
-    R_compare: int  # problems of the finite-n comparison of the methods
-    rate_start: float  # P-distance of the finite-n rate runs' start from S, relative to ||theta*||_P
-    n_rate: int  # oracle length of the finite-n rate runs (a low floor leaves a long geometric phase)
-    K_rate: int  # sequences per oracle call of those runs
-    R_rate: int  # problems of those runs
-    steps_rate: int  # iterations of the finite-n rate runs
-    distances: tuple  # P-distances from S, relative to ||theta*||_P, of the one-point scan (Theorem 1(iii))
-    n_dirs: int  # random directions of that scan (besides the Hessian's eigen-directions)
-    n_basin: int  # spectral starts whose distance is compared with the scan's neighbourhood
-    bias_multiples: tuple  # sequence lengths of the gradient-bias Monte Carlo (Theorem 3), in units of d
-    bias_tokens: int  # K * n per sequence length in that Monte Carlo
-    R_bias: int  # problems of that Monte Carlo
-    lemma4_r: float  # Lemma 4's points: relative P-distance from S
-    lemma4_dirs: int  # their number (random directions)
-    lemma4_n_init: int  # samples of the empirical preconditioner P_hat there
-    lemma4_K: int  # fresh sequences of the oracle's Monte Carlo at each point
-    R_reg: int  # problems of the random-start runs with and without the regulariser
-    starts_reg: int  # small random starts per problem
-    steps_reg: int  # population-oracle iterations of those runs
-    dims: tuple  # dimensions d of the rate-against-d sweep (p / d fixed)
-    R_dim: int  # problems per dimension
-    steps_dim: int  # population-oracle iterations per rate fit
-    n_per_d: int  # samples per dimension of the spectral start and P_hat there (n_init = n_per_d d)
-
-    def __post_init__(self):
-        for name in ("n", "K", "steps", "steps_pop", "R_kappa", "steps_kappa", "mc_tokens", "R_dist", "R_floor",
-                     "steps_floor", "R_compare", "n_rate", "K_rate", "R_rate", "steps_rate", "n_dirs", "n_basin",
-                     "bias_tokens", "R_bias", "lemma4_dirs", "lemma4_n_init", "lemma4_K", "R_reg", "starts_reg",
-                     "steps_reg", "R_dim", "steps_dim", "n_per_d"):
-            object.__setattr__(self, name, check_int(name, getattr(self, name), 1))
-        object.__setattr__(self, "n", check_int("n", self.n, 2))
-        object.__setattr__(self, "kappas", check_float_list("kappas", self.kappas, 1.0))
-        object.__setattr__(self, "init_scales", check_float_list("init_scales", self.init_scales, 0.0, 1.0, True))
-        object.__setattr__(self, "n_gap", check_int_list("n_gap", self.n_gap, 1))
-        object.__setattr__(self, "n_dist", check_int_list("n_dist", self.n_dist, 2))
-        object.__setattr__(self, "floor_multiples", check_int_list("floor_multiples", self.floor_multiples, 2))
-        object.__setattr__(self, "bias_multiples", check_int_list("bias_multiples", self.bias_multiples, 1))
-        object.__setattr__(self, "distances", check_float_list("distances", self.distances, 0.0, 10.0, True))
-        object.__setattr__(self, "R_compare", check_int("R_compare", self.R_compare, 2))
-        object.__setattr__(self, "R_rate", check_int("R_rate", self.R_rate, 2))
-        object.__setattr__(self, "R_bias", check_int("R_bias", self.R_bias, 2))
-        object.__setattr__(self, "rate_start", check_float("rate_start", self.rate_start, 0.0, 1.0, True))
-        object.__setattr__(self, "lemma4_r", check_float("lemma4_r", self.lemma4_r, 0.0, 1.0, True))
-        object.__setattr__(self, "dims", check_int_list("dims", self.dims, 2, 64))
-        for name in ("n_gap", "n_dist", "floor_multiples", "bias_multiples", "dims"):
-            if len(getattr(self, name)) < 3:
-                values = list(getattr(self, name))
-                raise ValueError(f"{name}={values!r} is invalid: accepted at least 3 values (a slope is fitted)")
-        if len(self.kappas) < 3:
-            raise ValueError(f"kappas={list(self.kappas)!r} is invalid: accepted at least 3 values (a slope is fitted)")
-        if len(self.init_scales) < 3:
-            raise ValueError(f"init_scales={list(self.init_scales)!r} is invalid: accepted at least 3 values")
-
-    def n_floor(self, d: int) -> tuple:
-        """Sequence lengths of the error-floor experiment: ``floor_multiples`` times ``d``.
-
-        The smallest is 16 d: with fewer samples the empirical preconditioner ``P_hat`` is too far
-        from ``P`` (paper 2, Lemma 4 needs it close) and Algorithm 1 can diverge.
-        """
-        return tuple(m * d for m in self.floor_multiples)
-
-    def n_bias(self, d: int) -> tuple:
-        """Sequence lengths of the gradient-bias Monte Carlo (Theorem 3): ``bias_multiples`` times ``d``."""
-        return tuple(m * d for m in self.bias_multiples)
-
-    @property
-    def K_low(self) -> int:
-        """The smaller batch of the floor's noise test: a quarter of ``K`` (at least 1)."""
-        return max(1, self.K // 4)
-
-
-def ch8_settings(profile: str, **overrides) -> Ch8Settings:
-    """The profile's :class:`Ch8Settings` (from the registry :data:`icl_lib.engine.profiles.SETTINGS`);
-    ``overrides`` whose value is ``None`` are ignored."""
-    base = Ch8Settings(**profile_settings("paper2.ch8", profile))
-    return dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
 
 @contextlib.contextmanager
@@ -298,21 +199,46 @@ def factor_balance(problem: Problem, runs: dict[str, P2Run], methods) -> dict[st
             for m in methods}
 
 
-def convergence_values(rates: dict, runs_fin: dict[str, P2Run], z: dict[str, float], bal: dict) -> dict[str, float]:
-    """The numbers chapter 8 quotes about the method comparison (Theorem 2), as a dict to glue:
-    the fitted rates ``mu_*`` of the population-oracle runs (``rates``: method -> RateFit), the
-    finite-n floors and starts of the first problem (``runs_fin``), the drift statistics ``z`` and the balance ``bal``
-    (:func:`factor_balance`) of Algorithm 1 and of the run without the regulariser."""
+@dataclass(frozen=True)
+class MethodComparison:
+    """What chapter 8 reads from its method comparison (Theorem 2): the fitted rates of the
+    population-oracle runs (``mu_*``, ``r2_alg1``), Algorithm 1's finite-n floor, start and their
+    ratio on the first problem, the floors of the runs without the regulariser and of Adam, the
+    drift statistics (``z_*``) and the factor imbalance and ``||B~||`` (``imb_*``, ``B_*``:
+    :func:`factor_balance`) of Algorithm 1 and of the run without the regulariser."""
+
+    mu_alg1: float
+    r2_alg1: float
+    mu_left: float
+    mu_noprec: float
+    mu_gd: float
+    mu_adam: float
+    floor_fin: float
+    start_fin: float
+    start_ratio: float
+    floor_noreg: float
+    floor_adam: float
+    z_alg1: float
+    z_noreg: float
+    imb_alg1: float
+    imb_noreg: float
+    B_alg1: float
+    B_noreg: float
+
+
+def method_comparison(rates: dict, runs_fin: dict[str, P2Run], z: dict[str, float], bal: dict) -> MethodComparison:
+    """The :class:`MethodComparison` of the population-oracle rates ``rates`` (method -> RateFit),
+    the finite-n runs ``runs_fin``, the drift statistics ``z`` and the balance ``bal``
+    (:func:`factor_balance`)."""
     a1 = runs_fin["alg1"]
     floor = a1.excess_bar[0].item()
-    vals = {"mu_alg1": rates["alg1"].mu, "r2_alg1": rates["alg1"].r2, "mu_left": rates["alg1_left"].mu,
-            "mu_noprec": rates["no_precond"].mu, "mu_gd": rates["gd"].mu, "mu_adam": rates["adam"].mu,
-            "floor_fin": floor, "start_fin": a1.excess[0, 0].item(),
-            "floor_noreg": runs_fin["no_reg"].excess_bar[0].item(), "z_alg1": z["alg1"], "z_noreg": z["no_reg"],
-            "imb_alg1": bal["alg1"][0], "imb_noreg": bal["no_reg"][0], "B_alg1": bal["alg1"][2],
-            "B_noreg": bal["no_reg"][2], "floor_adam": runs_fin["adam"].excess_bar[0].item(),
-            "start_ratio": a1.excess[0, 0].item() / floor}
-    return {k: float(v) for k, v in vals.items()}
+    vals = dict(mu_alg1=rates["alg1"].mu, r2_alg1=rates["alg1"].r2, mu_left=rates["alg1_left"].mu,
+                mu_noprec=rates["no_precond"].mu, mu_gd=rates["gd"].mu, mu_adam=rates["adam"].mu,
+                floor_fin=floor, start_fin=a1.excess[0, 0].item(), start_ratio=a1.excess[0, 0].item() / floor,
+                floor_noreg=runs_fin["no_reg"].excess_bar[0].item(), floor_adam=runs_fin["adam"].excess_bar[0].item(),
+                z_alg1=z["alg1"], z_noreg=z["no_reg"], imb_alg1=bal["alg1"][0], imb_noreg=bal["no_reg"][0],
+                B_alg1=bal["alg1"][2], B_noreg=bal["no_reg"][2])
+    return MethodComparison(**{k: float(v) for k, v in vals.items()})
 
 
 def _repeat(problem: Problem, N: int) -> Problem:

@@ -61,7 +61,8 @@ class Recorded:
 
 
 # Chapter 8 (paper 2): its experiments (icl_lib.paper2), the statistics and rules of its claims
-# (stats/, claims), the seeds (seeding), the parameter checks (validate) and the figures it draws
+# (stats/, claims), the seeds (seeding), the parameter checks (validate), its setup and the sizes of
+# its experiments in each profile (chapters.convergence, chapters.base) and the figures it draws
 # (figures.curves, figures.style: the book serves the recorded notebook's figures).  The other
 # modules it imports pick the device or draw no figure of this chapter.  A test checks that these
 # cover every icl_lib module that paper2 and those figures import (engine.profiles is covered by
@@ -76,19 +77,20 @@ RECORDED: dict[str, Recorded] = {
                  "stats/estimate.py", "stats/intervals.py", "stats/resample.py", "claims/__init__.py",
                  "claims/findings.py", "claims/multiplicity.py", "claims/report.py", "claims/rules.py",
                  "claims/spec.py", "claims/words.py", "claimsets/__init__.py", "claimsets/convergence.py",
-                 "seeding.py", "validate.py",
+                 "seeding.py", "validate.py", "chapter.py", "chapters/base.py", "chapters/convergence.py", "engine/execution.py",
                  "figures/curves.py", "figures/style.py"),
-        settings=("paper2.ch8",),
+        settings=(),
         notebook=True,
     ),
 }
 # Paper 1's chapters and chapter 9: their claims, fingerprinted by every deciding module but paper
-# 2's (none of them imports it; a test checks).  Chapter 9's executed notebook is kept and served
+# 2's and chapter 8's entry point (none of them imports them; a test checks).  Chapter 9's executed notebook is kept and served
 # too: its descent from every trapped end point of the paper profile takes about half an hour on
 # one core, longer than the whole book build of the others.
 for _name in ("01_setup", "02_patterns", "03_two_stage_dynamics", "04_ode_phases", "05_optimality",
               "06_anisotropic", "07_multitask", "09_phase_diagram"):
-    RECORDED[_name] = Recorded(profile="paper", modules=None, settings=("paper1.train",), excluded=("paper2/",),
+    RECORDED[_name] = Recorded(profile="paper", modules=None, settings=("paper1.train",),
+                               excluded=("paper2/", "chapters/convergence.py"),
                                notebook=_name == "09_phase_diagram")
 RECORDED = dict(sorted(RECORDED.items()))
 # The library's folders that neither compute a chapter's numbers nor decide its claims: the command

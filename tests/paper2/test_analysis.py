@@ -11,7 +11,8 @@ from scipy import stats
 from icl_lib.paper2.fits import drift_z, geometric_rate, growth_rate, loglog_fit, slope_over_repetitions, wls
 from icl_lib.paper2.manifold import balance, manifold_distance, manifold_point, saddle_curvature
 from icl_lib.paper2.data import P2Config, haar_orthogonal, make_problem
-from icl_lib.paper2.experiments import ch8_settings, escape_time
+from icl_lib.chapters.convergence import SIZES, ConvergenceSizes
+from icl_lib.paper2.experiments import escape_time
 from icl_lib.paper2.loss import P_matrix, excess_loss, population_grad, regulariser, stack_theta
 
 DT = torch.float64
@@ -172,10 +173,8 @@ def test_escape_time():
 )
 def test_invalid_settings(override, name):
     with pytest.raises(ValueError) as err:
-        ch8_settings("quick", **override)
+        ConvergenceSizes(**{**SIZES["quick"], **override})
     assert str(err.value).startswith(f"{name}=") and "accepted" in str(err.value)
-    with pytest.raises(ValueError, match="^profile="):
-        ch8_settings("auto")
 
 
 # ------------------------------------------------------------------------------ chapter 8's fits and checks
@@ -259,11 +258,13 @@ def test_floor_fit_recovers_the_log_power():
     assert ff.z_two == pytest.approx((ff.fit.slope + 2) / ff.fit.slope_se)
 
 
-def test_factor_balance_and_convergence_values(problem):
+def test_factor_balance_and_method_comparison(problem):
     from types import SimpleNamespace
 
     from icl_lib.paper2.fits import RateFit
-    from icl_lib.paper2.experiments import convergence_values, factor_balance
+    from dataclasses import asdict
+
+    from icl_lib.paper2.experiments import factor_balance, method_comparison
 
     pr = problem.member(0)
     A, B = manifold_point(pr)
@@ -280,7 +281,7 @@ def test_factor_balance_and_convergence_values(problem):
            for m, f, s in (("alg1", 2e-5, 1e-4), ("no_reg", 1e-5, 1e-4), ("adam", 3e-5, 1.0))}
     rates = {m: RateFit(mu, 0.0, 0.99, 0, 1) for m, mu in
              (("alg1", 0.8), ("alg1_left", 0.9), ("no_precond", 0.95), ("gd", 0.99), ("adam", 0.9))}
-    v = convergence_values(rates, fin, {"alg1": 0.1, "no_reg": -1.0}, bal)
+    v = asdict(method_comparison(rates, fin, {"alg1": 0.1, "no_reg": -1.0}, bal))
     assert v["mu_alg1"] == 0.8 and v["r2_alg1"] == 0.99 and v["mu_noprec"] == 0.95 and v["mu_adam"] == 0.9
     assert v["floor_fin"] == pytest.approx(2e-5) and v["start_ratio"] == pytest.approx(5.0)
     assert v["floor_noreg"] == pytest.approx(1e-5) and v["z_noreg"] == -1.0

@@ -1,4 +1,4 @@
-"""Each training chapter's setup: its parameters validated once and its runs declared once.
+"""Each chapter's setup, from one base: its parameters validated once and its runs declared once.
 
 A chapter's validation cell builds its setup from the chapter's ``parameters`` cell
 (``PatternsSetup.from_parameters(profile=profile, seed=seed, ...)``): every parameter is checked
@@ -9,18 +9,22 @@ chapter's runs as named groups (``{"sweep": [RunSpec, ...], ...}``); the chapter
 (:func:`icl_lib.train_groups` of a setup's grouped declaration, e.g. ``sweep()``), and the book's
 training plan (:mod:`icl_lib.tools.plan`) lists them, both from the same declaration.
 
-One module per chapter that trains (chapters 4 and 8 train no model):
+One module per chapter, each the chapter's one entry point where the chapter imports from it
+alone (its setup and every library name its code uses):
 
-* :mod:`~icl_lib.setups.problem` -- chapter 1, :class:`ProblemSetup`
-* :mod:`~icl_lib.setups.patterns` -- chapter 2, :class:`PatternsSetup`
-* :mod:`~icl_lib.setups.dynamics` -- chapter 3, :class:`DynamicsSetup`
-* :mod:`~icl_lib.setups.optimality` -- chapter 5, :class:`OptimalitySetup`
-* :mod:`~icl_lib.setups.anisotropic` -- chapter 6, :class:`AnisotropicSetup`
-* :mod:`~icl_lib.setups.multitask` -- chapter 7, :class:`MultitaskSetup`
-* :mod:`~icl_lib.setups.phase_diagram` -- chapter 9, :class:`PhaseDiagramSetup`
+* :mod:`~icl_lib.chapters.problem` -- chapter 1, :class:`ProblemSetup`
+* :mod:`~icl_lib.chapters.patterns` -- chapter 2, :class:`PatternsSetup`
+* :mod:`~icl_lib.chapters.dynamics` -- chapter 3, :class:`DynamicsSetup`
+* :mod:`~icl_lib.chapters.optimality` -- chapter 5, :class:`OptimalitySetup`
+* :mod:`~icl_lib.chapters.anisotropic` -- chapter 6, :class:`AnisotropicSetup`
+* :mod:`~icl_lib.chapters.multitask` -- chapter 7, :class:`MultitaskSetup`
+* :mod:`~icl_lib.chapters.convergence` -- chapter 8 (paper 2), :class:`ConvergenceSetup`
+* :mod:`~icl_lib.chapters.phase_diagram` -- chapter 9, :class:`PhaseDiagramSetup`
 
-:data:`SETUPS` maps a chapter's notebook name to its setup.  The layer sits above ``paper1/``
-(whose spec builders it calls) and below ``figures/`` and ``tools/``.
+:data:`SETUPS` maps a training chapter's notebook name to its setup (chapter 8 trains no model;
+its module, which imports paper 2, is imported by the chapter alone).
+The layer sits above ``paper1/``, ``paper2/`` (whose spec builders and drivers it calls) and
+``figures/`` (whose figures an entry point gives its chapter), and below ``tools/``.
 """
 
 from .anisotropic import AnisotropicSetup

@@ -1,4 +1,4 @@
-"""The chapters' setups (icl_lib.setups): one declaration of a chapter's parameters and runs.
+"""The chapters' setups (icl_lib.chapters): one declaration of a chapter's parameters and runs.
 
 Built from a chapter's ``parameters`` cell, a setup validates every parameter with the chapter's
 messages, resolves the profile and the profile's seeds, and declares the runs the chapter trains
@@ -15,9 +15,9 @@ from icl_lib import DataConfig, ModelConfig, TrainConfig
 from icl_lib.config import RunSpec
 from icl_lib.paper1.optimality.experiment import VARIANTS
 from icl_lib.paper1.sensitivity import ALTERNATIVES
-from icl_lib.setups import (SETUPS, AnisotropicSetup, DynamicsSetup, MultitaskSetup, OptimalitySetup,
+from icl_lib.chapters import (SETUPS, AnisotropicSetup, DynamicsSetup, MultitaskSetup, OptimalitySetup,
                             PatternsSetup, PhaseDiagramSetup, ProblemSetup)
-from icl_lib.setups.base import flat, grouped, split
+from icl_lib.chapters.base import flat, grouped, split
 from icl_lib.tools.plan import BOOK, book_plan, chapter_parameters
 
 TRAINING = ("01_setup", "02_patterns", "03_two_stage_dynamics", "05_optimality", "06_anisotropic", "07_multitask",
@@ -41,7 +41,7 @@ def test_every_training_chapter_has_a_setup_taking_exactly_its_parameters():
         sig = inspect.signature(cls.from_parameters).parameters
         assert all(p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in sig.values()), chapter
         assert list(sig) == list(chapter_parameters(BOOK / f"{chapter}.ipynb")), chapter
-        assert "Chapter" in cls.__doc__ and cls.__module__.startswith("icl_lib.setups.")
+        assert "Chapter" in cls.__doc__ and cls.__module__.startswith("icl_lib.chapters.")
 
 
 def test_the_setups_runs_are_the_books_plan_in_both_profiles():
