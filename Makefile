@@ -45,7 +45,7 @@ unit: install
 	$(PY) -m pytest -q tests
 
 # Chapters executed by nbval and by make book record their claims here, per profile; the dashboard
-# shows the other profile's recorded verdicts beside the build's own (book/_ext/icl_book.py).
+# shows the other profile's recorded verdicts beside the build's own (icl_lib/book/sphinx).
 CLAIMS_DIR ?= $(CURDIR)/_build/claims
 
 nbval: install
@@ -73,10 +73,10 @@ book: install mathjax
 	@if [ -f _build/html/.buildinfo ] && [ $(MATHJAX_STAMP) -nt _build/html/.buildinfo ]; then \
 	  echo "MathJax changed: rebuilding every page"; rm -rf _build/html _build/.doctrees; fi
 	@start=$$(date +%s); \
-	$(BOOK_PROFILE) ICL_CLAIMS_DIR=$(CLAIMS_DIR) $(PY) -m icl_lib.tools.bookexec --jobs $(BOOK_JOBS) $(EXEC_ORDER) || exit $$?; \
+	$(BOOK_PROFILE) ICL_CLAIMS_DIR=$(CLAIMS_DIR) $(PY) -m icl_lib.book.execute --jobs $(BOOK_JOBS) $(EXEC_ORDER) || exit $$?; \
 	$(BOOK_PROFILE) ICL_CLAIMS_DIR=$(CLAIMS_DIR) $(VENV)/bin/jupyter-book build . $(BOOKFLAGS) || exit $$?; \
 	end=$$(date +%s); \
-	$(PY) -m icl_lib.tools.bookstats _build --since $$start; \
+	$(PY) -m icl_lib.book.timings _build --since $$start; \
 	echo "book built in $$((end - start)) s: open _build/html/index.html"
 
 # Every page of _build/html in headless Chromium, offline: typeset maths, loaded figures, no traceback.

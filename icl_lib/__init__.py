@@ -24,11 +24,12 @@ Layers, each importing only from the ones above it in this list:
   that outgrew one module is a package, one module per section;
 * :mod:`icl_lib.paper2` -- paper 2: data, losses, Algorithm 1 and baselines, fits, the manifold
   of minima, Monte Carlo, experiment drivers (chapter 8);
-* :mod:`icl_lib.chapters` -- each training chapter's setup: its parameters validated once, its
-  profile, device and seeds resolved, its configurations and runs declared (the chapter trains
-  them, the book's training plan lists them);
 * :mod:`icl_lib.figures` -- every figure, one module per kind, one style (the only layer that
   imports matplotlib);
+* :mod:`icl_lib.chapters` -- each chapter's setup, from one base: its parameters validated once,
+  its profile, device, seeds and execution resolved once, its sizes per profile and its runs
+  declared (the chapter trains them, the book's training plan lists them); each module is its
+  chapter's one entry point, the only library module the chapter imports;
 * :mod:`icl_lib.tools` -- the command line ``python -m icl_lib``, the benchmark and the book
   build's chapter execution and timings.
 """
@@ -43,7 +44,6 @@ from .engine import (
     Run,
     TrainingDiverged,
     describe_sources,
-    profile_seeds,
     resolve_profile,
     stack_models,
     train,
@@ -76,7 +76,6 @@ __all__ = [
     "kms_covariance",
     "mu_of",
     "omega_of",
-    "profile_seeds",
     "resolve_device",
     "resolve_profile",
     "sample_batch",

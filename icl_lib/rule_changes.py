@@ -9,7 +9,7 @@ seen when it was made.  A rule relaxed after a run is restored to its first form
 is itself listed); a rule made stricter after a run, to say what the paper's words say, is listed
 with the run it followed.  The list is kept in ``rule_changes.json`` beside this module (one object
 per change, the fields of :class:`RuleChange`); a change is added there, never edited away.  The dashboard marks every claim that has an entry here
-(``book/_ext/icl_book.py``), and a test holds each entry to a claim the chapters declare or to a
+(``icl_lib/book/sphinx``), and a test holds each entry to a claim the chapters declare or to a
 claim it says was removed (``tests/test_rule_changes.py``).
 """
 

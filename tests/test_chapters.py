@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,7 @@ from icl_lib.paper1.sensitivity import ALTERNATIVES
 from icl_lib.chapters import (SETUPS, AnisotropicSetup, DynamicsSetup, MultitaskSetup, OptimalitySetup,
                             PatternsSetup, PhaseDiagramSetup, ProblemSetup)
 from icl_lib.chapters.base import flat, grouped, split
-from icl_lib.tools.plan import BOOK, book_plan, chapter_parameters
+from icl_lib.book.plan import BOOK, book_plan, chapter_parameters
 
 TRAINING = ("01_setup", "02_patterns", "03_two_stage_dynamics", "05_optimality", "06_anisotropic", "07_multitask",
             "09_phase_diagram")
@@ -163,7 +164,7 @@ def test_the_profile_and_its_seeds_are_resolved_once(monkeypatch):
             setup("05_optimality").prop_seeds, setup("06_anisotropic").seeds) == (9, 6, 4, 10)
     monkeypatch.setenv("ICL_PROFILE", "paper")  # "auto" reads ICL_PROFILE, then the device
     s = setup("02_patterns", "auto")
-    assert (s.profile, s.seeds, s.device) == ("paper", 36, "auto")
+    assert (s.profile, s.seeds, s.device) == ("paper", 36, "cpu")  # the device resolved, never "auto"
     with pytest.raises(ValueError, match=r"^profile='fast' is invalid"):
         setup("02_patterns", "fast")
 
@@ -181,3 +182,78 @@ def test_grouping_keeps_the_builders_order():
     assert list(by_heads) == [1, 2] and flat(by_heads) == specs
     assert split(specs, ["a", "b"], 3) == {"a": specs[:3], "b": specs[3:]}
 
+
+
+def test_every_chapter_bounds_its_seed_by_the_one_bound():
+    """One bound for every chapter's ``seed``: SEED_MAX less the run seeds the chapter may count
+    from it (its ``span``), checked once in resolve_common with the same message."""
+    from icl_lib.chapters.base import SEED_MAX, check_seed
+
+    assert check_seed(SEED_MAX) == SEED_MAX and check_seed(SEED_MAX - 159, span=160) == SEED_MAX - 159
+    for chapter in SETUPS:
+        assert setup(chapter, seed=2**40).seed == 2**40  # far beyond a 31-bit seed, within the bound
+        with pytest.raises(ValueError, match=r"^seed=-1 is invalid: accepted an integer in \[0, "):
+            setup(chapter, seed=-1)
+        with pytest.raises(ValueError, match=r"^seed=" + str(SEED_MAX + 1)):
+            setup(chapter, seed=SEED_MAX + 1)
+
+
+def test_the_execution_is_resolved_once_and_kept():
+    s = setup("02_patterns")
+    assert s.execution is s.execution and s.execution.device.type == s.device == "cpu"
+
+
+def test_every_chapter_with_parameters_has_a_setup_from_the_one_base():
+    """Chapters 4 and 8 train nothing; their setups validate their parameters all the same."""
+    from icl_lib.chapters.base import ChapterSetup
+    from icl_lib.chapters.convergence import ConvergenceSetup
+    from icl_lib.chapters.ode import OdeSetup
+
+    every = {**SETUPS, "04_ode_phases": OdeSetup, "08_preconditioned_convergence": ConvergenceSetup}
+    assert sorted(every) == sorted(p.stem for p in BOOK.glob("0*.ipynb"))
+    for chapter, cls in every.items():
+        assert issubclass(cls, ChapterSetup) and cls.chapter == chapter
+        assert list(inspect.signature(cls.from_parameters).parameters) == list(
+            chapter_parameters(BOOK / f"{chapter}.ipynb")), chapter
+        s = cls.from_parameters(**{**chapter_parameters(BOOK / f"{chapter}.ipynb"), "profile": "quick"})
+        assert (s.profile, s.device) == ("quick", "cpu") and s.runs() == ({} if chapter in (
+            "04_ode_phases", "08_preconditioned_convergence") else s.runs())
+    with pytest.raises(ValueError, match="^d2=5 is invalid"):
+        OdeSetup.from_parameters(**{**chapter_parameters(BOOK / "04_ode_phases.ipynb"), "d2": 5})
+    with pytest.raises(ValueError, match=r"^kappas=\[1.0, 4.0\] is invalid: accepted 3 to 8"):
+        ConvergenceSetup.from_parameters(**{**chapter_parameters(BOOK / "08_preconditioned_convergence.ipynb"),
+                                            "kappas": "[1, 4]"})
+
+
+def test_each_chapter_imports_one_library_module_which_gives_every_name_it_uses():
+    """A chapter's code imports ``icl_lib.chapters.<topic>`` and nothing else of the library, and
+    every ``ch.<name>`` it reads is in that module's ``__all__``."""
+    import ast
+    import importlib
+    import json
+
+    for path in sorted(BOOK.glob("0*.ipynb")):
+        code = [("".join(c["source"])) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+        trees = [ast.parse(c) for c in code]
+        imports = [n for t in trees for n in ast.walk(t) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        lib = [n for n in imports if (n.module if isinstance(n, ast.ImportFrom) else n.names[0].name or "")
+               .startswith("icl_lib")]
+        assert len(lib) == 1 and lib[0].module == "icl_lib.chapters" and lib[0].names[0].asname == "ch", path.name
+        module = importlib.import_module(f"icl_lib.chapters.{lib[0].names[0].name}")
+        used = {n.attr for t in trees for n in ast.walk(t)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "ch"}
+        assert used <= set(module.__all__), (path.name, sorted(used - set(module.__all__)))
+
+
+def test_no_library_function_returns_a_glue_key_and_the_engine_holds_no_chapter_settings():
+    """A chapter glues what its text cites, under names it chooses: no string of the library names
+    a chapter's glue key (``ch5_...``); the engine's registry holds the profiles' training only."""
+    import re
+
+    from icl_lib.engine.profiles import SETTINGS
+
+    lib = Path(__file__).resolve().parents[1] / "icl_lib"
+    found = [f"{p.relative_to(lib)}: {m.group(0)}" for p in lib.rglob("*.py")
+             for m in re.finditer(r"[\"']ch\d_\w*[\"']", p.read_text())]
+    assert not found, found
+    assert set(SETTINGS) == {"paper1.train"}

@@ -10,7 +10,7 @@ import pytest
 
 from icl_lib import rule_changes
 from icl_lib.rule_changes import CHANGES, RuleChange, changes_of
-from icl_lib.tools import records
+from icl_lib.book import records
 
 ROOT = Path(__file__).resolve().parents[1]
 

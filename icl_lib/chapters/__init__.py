@@ -7,7 +7,7 @@ profile is resolved on the device, ``None`` seeds become the profile's, and the 
 chapter uses (``data``, ``train``, ...) are built.  :meth:`~base.ChapterSetup.runs` declares the
 chapter's runs as named groups (``{"sweep": [RunSpec, ...], ...}``); the chapter trains them
 (:func:`icl_lib.train_groups` of a setup's grouped declaration, e.g. ``sweep()``), and the book's
-training plan (:mod:`icl_lib.tools.plan`) lists them, both from the same declaration.
+training plan (:mod:`icl_lib.book.plan`) lists them, both from the same declaration.
 
 One module per chapter, each the chapter's one entry point where the chapter imports from it
 alone (its setup and every library name its code uses):
@@ -15,14 +15,15 @@ alone (its setup and every library name its code uses):
 * :mod:`~icl_lib.chapters.problem` -- chapter 1, :class:`ProblemSetup`
 * :mod:`~icl_lib.chapters.patterns` -- chapter 2, :class:`PatternsSetup`
 * :mod:`~icl_lib.chapters.dynamics` -- chapter 3, :class:`DynamicsSetup`
+* :mod:`~icl_lib.chapters.ode` -- chapter 4, :class:`OdeSetup`
 * :mod:`~icl_lib.chapters.optimality` -- chapter 5, :class:`OptimalitySetup`
 * :mod:`~icl_lib.chapters.anisotropic` -- chapter 6, :class:`AnisotropicSetup`
 * :mod:`~icl_lib.chapters.multitask` -- chapter 7, :class:`MultitaskSetup`
 * :mod:`~icl_lib.chapters.convergence` -- chapter 8 (paper 2), :class:`ConvergenceSetup`
 * :mod:`~icl_lib.chapters.phase_diagram` -- chapter 9, :class:`PhaseDiagramSetup`
 
-:data:`SETUPS` maps a training chapter's notebook name to its setup (chapter 8 trains no model;
-its module, which imports paper 2, is imported by the chapter alone).
+:data:`SETUPS` maps a training chapter's notebook name to its setup (chapters 4 and 8 train no
+model; their modules are imported by their chapters alone).
 The layer sits above ``paper1/``, ``paper2/`` (whose spec builders and drivers it calls) and
 ``figures/`` (whose figures an entry point gives its chapter), and below ``tools/``.
 """

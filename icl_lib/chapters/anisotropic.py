@@ -1,17 +1,54 @@
 """Chapter 6's setup (``06_anisotropic``): anisotropic covariates (paper 1, Appendix B.3), two-head
-models trained on KMS covariances ``rho^|i-j|``."""
+models trained on KMS covariances ``rho^|i-j|``.
+
+The module is chapter 6's one entry point: the chapter imports it alone (``ch``), and its
+``__all__`` names every library name the chapter's code uses."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import DataConfig, RunSpec, TrainConfig, resolve_device
-from ..engine.profiles import profile_seeds, resolve_profile, train_config
+from ..config import DataConfig, RunSpec, TrainConfig
+from ..engine.profiles import train_config
 from ..paper1.anisotropic.experiment import check_lengths, check_rhos, rho_specs
 from ..validate import check_float, check_int
-from .base import ChapterSetup, flat, split
+from .base import ChapterSetup, flat, resolve_common, split
 
-__all__ = ["AnisotropicSetup"]
+# Every library name chapter 6's code uses, so that the chapter imports this module alone.
+from .. import figures
+from ..chapter import changed_parameters
+from ..circuits import effective_preconditioner
+from ..claims import Claims
+from ..config import DataConfig
+from ..engine import train_groups
+from ..paper1.anisotropic.experiment import pos_neg_runs, training_summary
+from ..paper1.anisotropic.learned import (
+    b3_estimates,
+    circuit_table,
+    distance_sweep,
+    head_split_histories,
+    inverse_distances,
+    ov_magnitude_estimate,
+    ov_magnitudes,
+    preconditioner_values,
+    split_at,
+    split_floor,
+    sweep_estimates,
+)
+from ..paper1.anisotropic.model_losses import length_losses, loss_estimates, loss_summary, paired_losses
+from ..paper1.anisotropic.preconditioner import optimal_preconditioner, reference_values, risk_check, risk_estimates
+from ..stats import median_ci, ratio
+
+__all__ = [
+    "SEEDS", "AnisotropicSetup", "b3_estimates", "changed_parameters", "circuit_table", "Claims", "DataConfig",
+    "distance_sweep", "effective_preconditioner", "figures", "head_split_histories", "inverse_distances",
+    "length_losses", "loss_estimates", "loss_summary", "median_ci", "optimal_preconditioner",
+    "ov_magnitude_estimate", "ov_magnitudes", "paired_losses", "pos_neg_runs", "preconditioner_values", "ratio",
+    "reference_values", "risk_check", "risk_estimates", "split_at", "split_floor", "sweep_estimates",
+    "train_groups", "training_summary",
+]
+
+SEEDS = {"quick": 10, "paper": 20}  # seeds per correlation, by profile
 
 
 @dataclass(frozen=True)
@@ -22,9 +59,6 @@ class AnisotropicSetup(ChapterSetup):
 
     chapter = "06_anisotropic"
 
-    profile: str
-    seed: int
-    device: str
     rho: float
     rhos: tuple
     seeds: int
@@ -44,12 +78,10 @@ class AnisotropicSetup(ChapterSetup):
                         n_mc) -> "AnisotropicSetup":
         """Validate chapter 6's parameters (a bad one raises ``ValueError`` naming it), resolve the
         profile on the device and the profile's seeds (``seeds=None``)."""
-        profile = resolve_profile(profile, device)  # "quick", "paper" or "auto"
-        resolve_device(device)  # "cpu", "cuda" (when there is one) or "auto"
-        seed = check_int("seed", seed, 0, 2**31)
+        profile, seed, device = resolve_common(profile, seed, device, span=24)
         rho = check_float("rho", rho, -1.0, 1.0, lo_open=True, hi_open=True)
         rhos = check_rhos("rhos", rhos, max_len=8)  # models: (8 + 1) x seeds
-        seeds = profile_seeds(profile, "anisotropic", seeds)
+        seeds = SEEDS[profile] if seeds is None else seeds
         seeds = check_int("seeds", seeds, 1, 24)  # models: (8 + 1) x seeds
         d = check_int("d", d, 2, 16)  # Monte Carlo chunks: 20,000 x L x d floats
         L = check_int("L", L, 2, 256)  # training time grows with L

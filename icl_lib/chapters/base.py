@@ -49,7 +49,7 @@ class ChapterSetup:
     :func:`resolve_common`, and where and how its runs train (:attr:`execution`, resolved once and
     handed to :func:`~icl_lib.engine.training.train`).  Subclasses hold the other validated parameters and the configurations
     built from them (``data``, ``train``, ...) and declare their runs in :meth:`runs`; the chapter
-    trains those groups and the book's plan (:mod:`icl_lib.tools.plan`) lists them.
+    trains those groups and the book's plan (:mod:`icl_lib.book.plan`) lists them.
     """
 
     chapter: ClassVar[str] = ""  # the chapter's notebook, e.g. "02_patterns"

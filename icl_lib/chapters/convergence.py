@@ -78,7 +78,7 @@ __all__ = [
 
 # The sizes of the chapter's experiments in each profile: ``quick`` runs in a few minutes on two CPU
 # cores; ``paper`` uses longer sequences, more repetitions and more iterations (about an hour and a
-# half on one core: its claims are recorded, icl_lib.tools.records).
+# half on one core: its claims are recorded, icl_lib.book.records).
 SIZES: dict[str, dict] = {
     "quick": dict(
         n=128, K=8, steps=300, steps_pop=400, kappas=(1, 4, 16, 64), R_kappa=4, steps_kappa=3000,

@@ -1,18 +1,71 @@
 """Chapter 3's setup (``03_two_stage_dynamics``): the two-stage dynamics of paper 1, Section 4
-(4.1, 4.2), read from chapter 2's head sweep, and gradient descent on the approximate loss (4.1)."""
+(4.1, 4.2), read from chapter 2's head sweep, and gradient descent on the approximate loss (4.1).
+
+The module is chapter 3's one entry point: the chapter imports it alone (``ch``), and its
+``__all__`` names every library name the chapter's code uses."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import DataConfig, RunSpec, TrainConfig, resolve_device
-from ..engine.profiles import profile_seeds, resolve_profile, train_config
+from ..config import DataConfig, RunSpec, TrainConfig
+from ..engine.profiles import train_config
 from ..paper1.dynamics.stage_detection import STAGE_HEADS_MAX, check_stage_heads
 from ..paper1.sweeps import heads_sweep_specs
 from ..validate import check_float, check_int
-from .base import ChapterSetup, flat, grouped
+from .base import ChapterSetup, flat, grouped, resolve_common
 
-__all__ = ["DynamicsSetup"]
+# Every library name chapter 3's code uses, so that the chapter imports this module alone.
+from .. import figures
+from ..chapter import changed_parameters
+from ..claims import Claims
+from ..engine import train_groups
+from ..estimators import optimal_eta_vanilla
+from ..paper1 import approx_error
+from ..paper1.approx_loss import ApproxLossConfig, s_star, valley_s
+from ..paper1.dynamics import stage_detection
+from ..paper1.dynamics.approx_descent import (
+    approx_gd_sweep,
+    ApproxGDConfig,
+    gd_estimates,
+    gd_stages,
+    gd_statistics,
+    one_head_optimum,
+    single_sign_end,
+)
+from ..paper1.dynamics.landscape import (
+    landscape_mc,
+    landscape_statistics,
+    valley_floor,
+    valley_statistics,
+    valley_table,
+)
+from ..paper1.dynamics.manifold import optimality_estimates, optimality_table, settle_order_estimate, SETTLE_TOL
+from ..paper1.dynamics.norms import attention_norm_study, norm_estimates, norm_statistics
+from ..paper1.dynamics.observations import observation_runs, observation_summary, observation_table, run_fraction
+from ..paper1.dynamics.stage_detection import (
+    history_grid,
+    shown_seed,
+    stage_estimates,
+    stage_statistics,
+    StageRules,
+    sweep_stages,
+)
+from ..seeding import derive_seed
+from ..stats import affine, proportion_ci, sign_fraction
+
+__all__ = [
+    "SEEDS", "DynamicsSetup", "affine", "approx_error", "approx_gd_sweep", "ApproxGDConfig", "ApproxLossConfig",
+    "attention_norm_study", "changed_parameters", "Claims", "derive_seed", "figures", "gd_estimates", "gd_stages",
+    "gd_statistics", "history_grid", "landscape_mc", "landscape_statistics", "norm_estimates", "norm_statistics",
+    "observation_runs", "observation_summary", "observation_table", "one_head_optimum", "optimal_eta_vanilla",
+    "optimality_estimates", "optimality_table", "proportion_ci", "run_fraction", "s_star", "settle_order_estimate",
+    "SETTLE_TOL", "shown_seed", "sign_fraction", "single_sign_end", "stage_detection", "stage_estimates",
+    "stage_statistics", "StageRules", "sweep_stages", "train_groups", "valley_floor", "valley_s",
+    "valley_statistics", "valley_table",
+]
+
+SEEDS = {"quick": 9, "paper": 36}  # seeds per head count, by profile
 
 
 @dataclass(frozen=True)
@@ -23,9 +76,6 @@ class DynamicsSetup(ChapterSetup):
 
     chapter = "03_two_stage_dynamics"
 
-    profile: str
-    seed: int
-    device: str
     heads: list
     seeds: int
     d: int
@@ -48,11 +98,9 @@ class DynamicsSetup(ChapterSetup):
         """Validate chapter 3's parameters (a bad one raises ``ValueError`` naming it; the upper
         bounds keep a run within about an hour on 2 CPU cores), resolve the profile on the device
         and the profile's seeds (``seeds=None``)."""
-        resolve_device(device)  # "cpu", "cuda" (if there is one) or "auto"
-        profile = resolve_profile(profile, device)  # "auto", "quick" or "paper"
-        seed = check_int("seed", seed, 0, 2**31 - 1)
+        profile, seed, device = resolve_common(profile, seed, device, span=40)
         heads = check_stage_heads(heads)  # 2..8: the stages need two heads
-        seeds = profile_seeds(profile, "dynamics", seeds)
+        seeds = SEEDS[profile] if seeds is None else seeds
         seeds = check_int("seeds", seeds, 1, 40)  # training time grows with seeds
         d = check_int("d", d, 1, 32)
         L = check_int("L", L, max(2, d), 256)  # L >= d: Figure 19's d/L is at most 1

@@ -1,18 +1,61 @@
 """Chapter 7's setup (``07_multitask``): multi-task regression (paper 1, Appendix B.4), the head
-sweep on tasks with supports ``S_n``."""
+sweep on tasks with supports ``S_n``.
+
+The module is chapter 7's one entry point: the chapter imports it alone (``ch``), and its
+``__all__`` names every library name the chapter's code uses."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import DEVICES, DataConfig, RunSpec, TrainConfig, resolve_device
-from ..engine.profiles import PROFILES, resolve_profile, train_config
+from ..config import DataConfig, RunSpec, TrainConfig
+from ..engine.profiles import train_config
 from ..paper1.multitask.references import check_supports, max_bayes_draws, max_test_prompts
 from ..paper1.sweeps import as_heads, heads_sweep_specs
-from ..validate import check_choice, check_float, check_int, fail, literal_list
-from .base import ChapterSetup, flat, grouped
+from ..validate import check_float, check_int, fail, literal_list
+from .base import ChapterSetup, flat, grouped, resolve_common
 
-__all__ = ["MultitaskSetup"]
+# Every library name chapter 7's code uses, so that the chapter imports this module alone.
+from .. import figures
+from ..chapter import changed_parameters
+from ..claims import Claims
+from ..engine import describe_sources, train_groups
+from ..paper1.multitask.head_modes import (
+    classify_mode,
+    effective_gamma,
+    expected_mode,
+    gamma_off_estimates,
+    global_pattern_estimates,
+    global_pattern_table,
+    mode_estimates,
+    mode_history_fractions,
+    paper_mode_table,
+    pattern_table,
+    per_model_table,
+    shared_ratio_estimates,
+    shown_seeds,
+)
+from ..paper1.multitask.references import (
+    check_supports,
+    coordinate_groups,
+    loss_gap_estimates,
+    max_bayes_draws,
+    optimal_gamma_shared,
+    predicted_shared_ratio,
+    reference_risks,
+    task_loss_table,
+)
+from ..seeding import derive_seed
+from ..stats import envelope, largest, proportion_ci, smallest
+
+__all__ = [
+    "MultitaskSetup", "changed_parameters", "check_supports", "Claims", "classify_mode", "coordinate_groups",
+    "derive_seed", "describe_sources", "effective_gamma", "envelope", "expected_mode", "figures",
+    "gamma_off_estimates", "global_pattern_estimates", "global_pattern_table", "largest", "loss_gap_estimates",
+    "max_bayes_draws", "mode_estimates", "mode_history_fractions", "optimal_gamma_shared", "paper_mode_table",
+    "pattern_table", "per_model_table", "predicted_shared_ratio", "proportion_ci", "reference_risks",
+    "shared_ratio_estimates", "shown_seeds", "smallest", "task_loss_table", "train_groups",
+]
 
 
 @dataclass(frozen=True)
@@ -22,9 +65,6 @@ class MultitaskSetup(ChapterSetup):
 
     chapter = "07_multitask"
 
-    profile: str
-    seed: int
-    device: str
     heads: list
     seeds: int
     d: int
@@ -43,10 +83,7 @@ class MultitaskSetup(ChapterSetup):
                         n_bayes) -> "MultitaskSetup":
         """Validate chapter 7's parameters (a bad one raises ``ValueError`` naming it), then
         resolve the profile on the device."""
-        profile = check_choice("profile", profile, PROFILES)
-        seed = check_int("seed", seed, 0, 2**31 - 1)  # any 31-bit integer
-        device = check_choice("device", device, DEVICES)
-        resolve_device(device)  # "cuda" needs a CUDA device
+        profile, seed, device = resolve_common(profile, seed, device, span=32)
         heads = as_heads(literal_list("heads", heads))  # sorted head counts
         if max(heads) > 16:  # training time grows with H; the paper has H <= 4
             fail("heads", heads, "head counts in [1, 16]")
@@ -65,7 +102,6 @@ class MultitaskSetup(ChapterSetup):
         n_test = check_int("n_test", n_test, 2, n_max)  # a few minutes at most
         n_max = min(1_000_000, max_bayes_draws(L, supports))
         n_bayes = check_int("n_bayes", n_bayes, 2, n_max)  # a few minutes at most
-        profile = resolve_profile(profile, device)
         return cls(profile, seed, device, heads, seeds, d, L, sigma2, supports, steps, lr, n_test, n_bayes,
                    data=DataConfig(d=d, L=L, sigma2=sigma2, supports=supports),
                    train=train_config(profile, steps=steps, lr=lr))

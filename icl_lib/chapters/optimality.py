@@ -1,20 +1,81 @@
 """Chapter 5's setup (``05_optimality``): what the trained model computes (paper 1, Section 4.3,
 Theorem 4.2, Appendices B.1 and B.2): chapter 2's head sweep, the two-head attention variants and
-two-head models in the proportional regime."""
+two-head models in the proportional regime.
+
+The module is chapter 5's one entry point: the chapter imports it alone (``ch``), and its
+``__all__`` names every library name the chapter's code uses."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import DataConfig, RunSpec, TrainConfig, resolve_device
-from ..engine.profiles import profile_seeds, resolve_profile, train_config
+from ..config import DataConfig, RunSpec, TrainConfig
+from ..engine.profiles import train_config
 from ..paper1.optimality.experiment import VARIANTS, check_heads, check_lengths, check_omegas, variant_specs
 from ..paper1.optimality.proportional import proportional_specs
 from ..paper1.sweeps import heads_sweep_specs
 from ..validate import check_float, check_float_list, check_int
-from .base import ChapterSetup, flat, grouped, split
+from .base import ChapterSetup, flat, grouped, resolve_common, split
 
-__all__ = ["OptimalitySetup"]
+# Every library name chapter 5's code uses, so that the chapter imports this module alone.
+from .. import estimators as est, figures, stats
+from ..chapter import changed_parameters
+from ..claims import Claims
+from ..engine import stack_models, train, train_groups
+from ..paper1.optimality.activations import activation_rates, activation_table, pattern_estimate, rate_spread_estimate
+from ..paper1.optimality.experiment import (
+    ACTIVATIONS_B2,
+    kept_variants,
+    LABELS,
+    learned_rate,
+    linearised,
+    median_abs_omega,
+    pattern_counts,
+    posneg_runs,
+)
+from ..paper1.optimality.lengths import (
+    group_errors,
+    labelled,
+    length_curves,
+    length_estimates,
+    length_table,
+    median_curves,
+    posneg_index,
+    reference_lines,
+)
+from ..paper1.optimality.linear_attention import linear_estimates, linear_vs_softmax, variant_errors
+from ..paper1.optimality.linearisation import linearisation_curves, trained_linearisation_points, trained_order_estimate
+from ..paper1.optimality.predictions import gap_estimate, gap_values, prediction_gap_curves
+from ..paper1.optimality.proportional import (
+    bayes_limit_estimate,
+    bayes_ratio_grid,
+    proportional_estimate,
+    proportional_table,
+    ratio_limits,
+    ratio_values,
+    sup_ratio_limit,
+)
+from ..paper1.optimality.risks import closed_form_checks, off_diagonal_mass, reference_curves
+from ..paper1.optimality.single_head import single_head_vs_kernels
+from ..paper1.sweeps import prompt_set, prompt_statistics
+from ..seeding import derive_seed
+
+__all__ = [
+    "SEEDS", "OptimalitySetup", "activation_rates", "activation_table", "ACTIVATIONS_B2", "bayes_limit_estimate",
+    "bayes_ratio_grid", "changed_parameters", "Claims", "closed_form_checks", "derive_seed", "est", "figures",
+    "gap_estimate", "gap_values", "group_errors", "kept_variants", "labelled", "LABELS", "learned_rate",
+    "length_curves", "length_estimates", "length_table", "linear_estimates", "linear_vs_softmax",
+    "linearisation_curves", "linearised", "median_abs_omega", "median_curves", "off_diagonal_mass",
+    "pattern_counts", "pattern_estimate", "posneg_index", "posneg_runs", "prediction_gap_curves", "prompt_set",
+    "prompt_statistics", "proportional_estimate", "proportional_table", "rate_spread_estimate", "ratio_limits",
+    "ratio_values", "reference_curves", "reference_lines", "single_head_vs_kernels", "stack_models", "stats",
+    "sup_ratio_limit", "train", "train_groups", "trained_linearisation_points", "trained_order_estimate",
+    "variant_errors",
+]
+
+# seeds per head count of the sweep, per attention variant, on the sphere and per xi, by profile
+SEEDS = {"quick": dict(sweep=6, variants=6, sphere=6, proportional=4),
+         "paper": dict(sweep=36, variants=12, sphere=24, proportional=8)}
 
 
 @dataclass(frozen=True)
@@ -27,9 +88,6 @@ class OptimalitySetup(ChapterSetup):
 
     chapter = "05_optimality"
 
-    profile: str
-    seed: int
-    device: str
     heads: list
     seeds: int
     d: int
@@ -62,11 +120,9 @@ class OptimalitySetup(ChapterSetup):
         """Validate chapter 5's parameters (a bad one raises ``ValueError`` naming it), resolve the
         profile on the device and the profile's seeds (``seeds``, ``variant_seeds``,
         ``prop_seeds``: ``None``); ``Ls`` gains the training length ``L``."""
-        profile = resolve_profile(profile, device)  # "quick" or "paper"
-        resolve_device(device)  # "cuda" only where there is a GPU
-        seed = check_int("seed", seed, 0, 2**31 - 1)
+        profile, seed, device = resolve_common(profile, seed, device, span=36)
         heads = check_heads(heads, hi=8)  # evaluation: (2000, R H, L) scores
-        seeds = profile_seeds(profile, "optimality", seeds)
+        seeds = SEEDS[profile]["sweep"] if seeds is None else seeds
         seeds = check_int("seeds", seeds, 1, 36)  # training time ~ seeds sum(heads)
         d = check_int("d", d, 1, 16)  # time ~ (d + 1)^2; kernel search holds n L d
         L = check_int("L", L, 2, 200)  # debiased GD needs L >= 2
@@ -74,9 +130,9 @@ class OptimalitySetup(ChapterSetup):
         # steps: at most the paper's 500,000 (hours on a CPU); lr: Adam's step size
         steps = steps if steps is None else check_int("steps", steps, 1, 500_000)
         lr = lr if lr is None else check_float("lr", lr, 0.0, 0.1, lo_open=True)
-        variant_seeds = profile_seeds(profile, "variants", variant_seeds)
+        variant_seeds = SEEDS[profile]["variants"] if variant_seeds is None else variant_seeds
         variant_seeds = check_int("variant_seeds", variant_seeds, 1, 16)
-        sphere_seeds = profile_seeds(profile, "sphere", sphere_seeds)
+        sphere_seeds = SEEDS[profile]["sphere"] if sphere_seeds is None else sphere_seeds
         sphere_seeds = check_int("sphere_seeds", sphere_seeds, 1, 36)
         Ls = sorted({*check_lengths(Ls, "Ls", hi=500), L})  # time, memory ~ L
         n_test = check_int("n_test", n_test, 100, 10_000)  # time ~ n_test n_sets
@@ -86,7 +142,7 @@ class OptimalitySetup(ChapterSetup):
         lin_ratio = check_float("lin_ratio", lin_ratio, 0.0, 0.9, lo_open=True)
         prop_d = check_int("prop_d", prop_d, 2, 16)  # time ~ (prop_d + 1)^2 / xi
         prop_xis = check_float_list("prop_xis", prop_xis, 1 / 16, 1.0)  # L <= 256
-        prop_seeds = profile_seeds(profile, "proportional", prop_seeds)
+        prop_seeds = SEEDS[profile]["proportional"] if prop_seeds is None else prop_seeds
         prop_seeds = check_int("prop_seeds", prop_seeds, 2, 16)  # >= 2: a spread
         ratio_d = check_int("ratio_d", ratio_d, 2, 256)  # designs (ratio_d / xi, d)
         ratio_xis = check_float_list("ratio_xis", ratio_xis, 1 / 64, 64.0)

@@ -1,21 +1,65 @@
 """Chapter 9's setup (``09_phase_diagram``): beyond the papers, the single-sign trap (how often
 training misses paper 1's positive/negative pattern of Sections 3, 4.2 and C.1) and the grid of
-where each solution emerges."""
+where each solution emerges.
+
+The module is chapter 9's one entry point: the chapter imports it alone (``ch``), and its
+``__all__`` names every library name the chapter's code uses."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..chapter import renamed
-from ..config import RunSpec, TrainConfig, resolve_device
-from ..engine.profiles import resolve_profile
+from ..config import RunSpec, TrainConfig
 from ..paper1.phase import PhaseGrid, grid_specs, profile_grid
 from ..paper1.trap_causes import CauseDesign, cause_design
 from ..paper1.trap import TrapSweep, continued_specs, horizon_config, longer_specs, trap_specs, trap_sweep
 from ..validate import check_float, check_int, fail
-from .base import ChapterSetup
+from .base import ChapterSetup, resolve_common
 
-__all__ = ["PhaseDiagramSetup"]
+# Every library name chapter 9's code uses, so that the chapter imports this module alone.
+from .. import figures, stats
+from ..chapter import changed_parameters
+from ..claims import Claims
+from ..config import DataConfig
+from ..engine import describe_sources, train, train_config, train_groups
+from ..paper1 import phase, trap, trap_dynamics as td
+from ..paper1.approx_loss import ApproxLossConfig
+from ..paper1.dynamics.approx_descent import approx_gd, ApproxGDConfig
+from ..paper1.phase_outcomes import (
+    attach_losses,
+    cell_table,
+    MIN_CELL_RUNS,
+    model_table,
+    outcome_table,
+    rate_table,
+    time_panels,
+    time_scaling,
+    worst_cell,
+    worst_cell_where,
+)
+from ..paper1.trap_outcomes import (
+    AXIS_CLAIMS,
+    axis_law,
+    AXIS_UNITS,
+    init_ceiling,
+    outcome_matrix,
+    predictor_vs_ceiling,
+    switch_effects,
+    trap_axes,
+)
+from ..paper1.trap_stationarity import stationarity_study
+from ..seeding import derive_seed
+from ..stats import fraction_diff, proportion_ci
+
+__all__ = [
+    "PhaseDiagramSetup", "approx_gd", "ApproxGDConfig", "ApproxLossConfig", "attach_losses", "AXIS_CLAIMS",
+    "axis_law", "AXIS_UNITS", "cell_table", "changed_parameters", "Claims", "DataConfig", "derive_seed",
+    "describe_sources", "figures", "fraction_diff", "init_ceiling", "MIN_CELL_RUNS", "model_table",
+    "outcome_matrix", "outcome_table", "phase", "predictor_vs_ceiling", "proportion_ci", "rate_table",
+    "stationarity_study", "stats", "switch_effects", "td", "time_panels", "time_scaling", "train", "train_config",
+    "train_groups", "trap", "trap_axes", "worst_cell", "worst_cell_where",
+]
 
 DESCENT_STEPS = {"quick": 1000, "paper": 3000}  # gradient descent from the trap's end points, by profile
 AXES = ("heads", "shapes", "sigma2s", "lrs", "init_scales", "seeds", "slice_seeds")  # the grid's, as grid_<axis>
@@ -32,9 +76,6 @@ class PhaseDiagramSetup(ChapterSetup):
 
     chapter = "09_phase_diagram"
 
-    profile: str
-    seed: int
-    device: str
     steps: int | None
     sweep: TrapSweep
     grid: PhaseGrid
@@ -57,8 +98,7 @@ class PhaseDiagramSetup(ChapterSetup):
         """Validate chapter 9's parameters (a bad one raises ``ValueError`` naming it: the sweep's
         and the grid's own checks report the chapter's names, ``trap_heads``, ``grid_heads``, ...)
         and resolve the profile on the device and the profile's sweep and grid (``None``)."""
-        resolve_device(device)  # "cuda" needs a GPU
-        profile = resolve_profile(profile, device)
+        profile, seed, device = resolve_common(profile, seed, device, span=4096)
         with renamed(heads="trap_heads"):
             sweep = trap_sweep(profile, heads=trap_heads, lrs=lrs, seeds=seeds, init_scales=init_scales,
                                anchor_seeds=anchor_seeds)
@@ -69,7 +109,6 @@ class PhaseDiagramSetup(ChapterSetup):
             fail("grid_seeds", grid_seeds, "a grid of at most 6000 runs")
         with renamed(inits="cause_inits", draws="cause_draws"):
             causes = cause_design(profile, cause_inits, cause_draws, switch_draws)
-        seed = check_int("seed", seed, 0, 2**62 - 4096)
         horizon = horizon_config(profile, steps)
         n_mc = check_int("n_mc", n_mc, 1000, 1_000_000)
         n_batches = check_int("n_batches", n_batches, 4, 256)

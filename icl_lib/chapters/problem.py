@@ -1,17 +1,36 @@
 """Chapter 1's setup (``01_setup``): the data model and the attention model of paper 1, Section 2,
-and the one model the chapter trains."""
+and the one model the chapter trains.
+
+The module is chapter 1's one entry point: the chapter imports it alone (``ch``), and its
+``__all__`` names every library name the chapter's code uses."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig, resolve_device
-from ..engine.profiles import resolve_profile, train_config
+from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
+from ..engine.profiles import train_config
 from ..estimators import max_sequences_at_once
 from ..validate import check_float, check_int, fail
-from .base import ChapterSetup
+from .base import ChapterSetup, resolve_common
 
-__all__ = ["ProblemSetup"]
+# Every library name chapter 1's code uses, so that the chapter imports this module alone.
+from .. import estimators as est, figures, seeding, stats
+from ..chapter import changed_parameters
+from ..claims import Claims
+from ..config import resolve_device
+from ..data import sample_batch
+from ..engine import train
+from ..models import AttentionEnsemble, kernel_regression_predict
+from ..paper1.dynamics.landscape import reparam_circuits
+from ..seeding import derive_seed
+from ..version import __version__
+
+__all__ = [
+    "ProblemSetup", "__version__", "AttentionEnsemble", "changed_parameters", "Claims", "derive_seed", "est",
+    "figures", "kernel_regression_predict", "reparam_circuits", "resolve_device", "sample_batch", "seeding",
+    "stats", "train",
+]
 
 
 @dataclass(frozen=True)
@@ -21,9 +40,6 @@ class ProblemSetup(ChapterSetup):
 
     chapter = "01_setup"
 
-    profile: str
-    seed: int
-    device: str
     d: int
     L: int
     sigma2: float
@@ -37,9 +53,7 @@ class ProblemSetup(ChapterSetup):
     def from_parameters(cls, *, profile, seed, device, d, L, sigma2, heads, steps, n_mc) -> "ProblemSetup":
         """Validate chapter 1's parameters (a bad one raises ``ValueError`` naming it) and resolve
         the profile on the device."""
-        resolve_device(device)  # "cuda" needs a GPU
-        profile = resolve_profile(profile, device)
-        seed = check_int("seed", seed, 0, 2**62)
+        profile, seed, device = resolve_common(profile, seed, device)
         d = check_int("d", d, 1, 32)
         L = check_int("L", L, 1, 256)
         sigma2 = check_float("sigma2", sigma2, 0.0, 10.0)

@@ -41,7 +41,7 @@ run.  Any other ``FAIL`` still fails the chapter.
 In a notebook it also records the same claims as JSON (the chapter, its profile and device, the
 library versions, and every claim with the paper's statement and the cell that checked it) in a
 MyST-NB ``glue`` record named :data:`CLAIMS_GLUE_KEY`, of media type :data:`CLAIMS_MIME`.  Nothing
-shows it; the book's claims dashboard and execution-status page (``book/_ext/icl_book.py``) read it.
+shows it; the book's claims dashboard and execution-status page (``icl_lib/book/sphinx``) read it.
 With the environment variable ``ICL_CLAIMS_DIR`` set (``make test`` and ``make book`` set it to
 ``_build/claims``), it also writes them, with the time of the run, to
 ``$ICL_CLAIMS_DIR/<profile>/<chapter>.json`` (atomically): a build of one profile shows the

@@ -17,7 +17,7 @@
 
 from .cache import RunCache, cache_dir
 from .execution import Execution
-from .profiles import profile_seeds, resolve_profile, train_config
+from .profiles import resolve_profile, train_config
 from .run import Run, describe_sources, stack_models
 from .training import train, train_groups
 from .steps import TrainingDiverged
@@ -31,7 +31,6 @@ __all__ = [
     "TrainingDiverged",
     "cache_dir",
     "describe_sources",
-    "profile_seeds",
     "resolve_profile",
     "stack_models",
     "train",

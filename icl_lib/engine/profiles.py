@@ -1,24 +1,14 @@
-"""Run profiles of both papers, in one registry: ``quick`` (a CPU, minutes) and ``paper`` (a GPU).
+"""The run profiles, ``quick`` (a CPU, minutes) and ``paper`` (the papers' sizes), and the training
+each gives paper 1's models: :data:`SETTINGS` (the engine's one registry; every chapter's own sizes
+and seed counts per profile live in its setup, :mod:`icl_lib.chapters`).
 
-:data:`SETTINGS` maps an experiment to its settings in each profile, as plain values; the module
-that runs the experiment builds its validated configuration from them (:func:`train_config` for
-paper 1's training, :func:`icl_lib.paper2.experiments.ch8_settings` for chapter 8).
-
-Paper 1 (``"paper1.train"``): ``paper`` is the paper's training (Section 2, authors' code): Adam,
-lr 1e-3, batch 256, 500,000 steps.  ``quick`` keeps Adam and the batch, trains for 4,000 steps and
-uses a 3x larger learning rate (3e-3): at 4,000 steps this brings more seeds through Stage II
-(measured on 4 seeds per H: 2-head models reached the positive/negative pattern in 4/4 seeds at
-3e-3 against 2/4 at 1e-3, with the same test loss); the paper reports the patterns insensitive to
-optimiser and hyper-parameters.  It does not reach the slow drift along the "river valley" of
-Section 4.2.
-
-Paper 1's seeds (``"paper1.seeds"``): how many seeds a chapter trains per group by default.  The
-``paper`` profile trains enough for a fraction of seeds to be decided against 0.9 (the papers'
-"consistently": 36 seeds that all reach a pattern give an exact interval above 0.9); ``quick``
-trains fewer, and leaves such claims undecided.
-
-Paper 2 (``"paper2.ch8"``): the sizes of chapter 8's experiments; ``quick`` runs in a few minutes
-on two CPU cores, ``paper`` uses longer sequences, more repetitions and more iterations.
+Paper 1 (``"paper1.train"``, :func:`train_config`): ``paper`` is the paper's training (Section 2,
+authors' code): Adam, lr 1e-3, batch 256, 500,000 steps.  ``quick`` keeps Adam and the batch,
+trains for 4,000 steps and uses a 3x larger learning rate (3e-3): at 4,000 steps this brings more
+seeds through Stage II (measured on 4 seeds per H: 2-head models reached the positive/negative
+pattern in 4/4 seeds at 3e-3 against 2/4 at 1e-3, with the same test loss); the paper reports the
+patterns insensitive to optimiser and hyper-parameters.  It does not reach the slow drift along the
+"river valley" of Section 4.2.
 
 ``auto`` is ``paper`` on a CUDA device and ``quick`` otherwise; the environment variable
 ``ICL_PROFILE`` (``quick`` or ``paper``) overrides ``auto``.  Every chapter's ``parameters`` cell
@@ -33,7 +23,7 @@ import os
 from ..config import TrainConfig, resolve_device
 from ..validate import check_choice
 
-__all__ = ["PROFILES", "SETTINGS", "resolve_profile", "profile_settings", "train_config", "profile_seeds"]
+__all__ = ["PROFILES", "SETTINGS", "resolve_profile", "profile_settings", "train_config"]
 
 PROFILES = ("auto", "quick", "paper")
 
@@ -41,12 +31,6 @@ SETTINGS: dict[str, dict[str, dict]] = {
     "paper1.train": {
         "quick": dict(steps=4000, batch=256, lr=3e-3, n_log=120, val_size=2048),
         "paper": dict(steps=500_000, batch=256, lr=1e-3, n_log=400, val_size=8192),
-    },
-    "paper1.seeds": {
-        "quick": dict(patterns=12, sensitivity=6, dynamics=9, anisotropic=10, optimality=6, variants=6, sphere=6,
-                      proportional=4),
-        "paper": dict(patterns=36, sensitivity=12, dynamics=36, anisotropic=20, optimality=36, variants=12, sphere=24,
-                      proportional=8),
     },
 }
 
@@ -66,16 +50,6 @@ def profile_settings(experiment: str, profile: str) -> dict:
     """A copy of ``experiment``'s settings in ``profile`` (``quick`` or ``paper``)."""
     check_choice("experiment", experiment, tuple(SETTINGS))
     return dict(SETTINGS[experiment][check_choice("profile", profile, PROFILES[1:])])
-
-
-def profile_seeds(profile: str, group: str, seeds: int | None = None) -> int:
-    """A chapter's ``seeds`` parameter: ``seeds`` when given, else the profile's default for
-    ``group`` (:data:`SETTINGS` ``"paper1.seeds"``, e.g. ``"patterns"``: chapter 2's seeds per head
-    count)."""
-    if seeds is not None:
-        return seeds
-    defaults = profile_settings("paper1.seeds", profile)
-    return defaults[check_choice("group", group, tuple(defaults))]
 
 
 def train_config(profile: str, **overrides) -> TrainConfig:

@@ -78,7 +78,7 @@ class EnsembleTrainer:
     when stopped early, and resumed from when it exists.  ``shards``: CPU threads each training a
     slice of the ensemble (default: one per thread).  ``progress``: ``True`` shows this ensemble's
     bar; a callable instead is called with the number of models after every step (a progress
-    bar over many ensembles: :func:`icl_lib.tools.plan_training.train_plan`).
+    bar over many ensembles: :func:`icl_lib.book.plan_training.train_plan`).
     """
 
     def __init__(
@@ -132,7 +132,7 @@ class EnsembleTrainer:
         self.log_steps = tc.log_steps()
         self.checkpoint = Path(checkpoint) if checkpoint is not None else None
         self.checkpoint_every = checkpoint_every
-        # ICL_PROGRESS=0 turns the bar off: the book build sets it (book/_ext/icl_book.py), since a
+        # ICL_PROGRESS=0 turns the bar off: the book build sets it (icl_lib/book/sphinx), since a
         # static page has no use for it and in a notebook it is one more output of a figure cell.
         self.report = progress if callable(progress) else None  # called with R after every step
         self.progress = progress is True and os.environ.get("ICL_PROGRESS", "1") != "0"
@@ -243,7 +243,7 @@ class EnsembleTrainer:
     @torch.no_grad()
     def snapshot(self) -> tuple:
         """What the history records of the current parameters: circuits and validation loss (at
-        each of ``TrainConfig.log_steps()``; the training plan times it, :func:`icl_lib.tools.plan_cost.describe`)."""
+        each of ``TrainConfig.log_steps()``; the training plan times it, :func:`icl_lib.book.plan_cost.describe`)."""
         KQ, OV = self.model.circuits()
         return KQ.float().cpu(), OV.float().cpu(), self.model.loss(self.val).float().cpu()
 

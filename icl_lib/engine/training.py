@@ -106,6 +106,7 @@ def train(
     checkpoint_dir: str | os.PathLike | None = None,
     on_trained: Callable[[list[Run]], None] | None = None,
     backend: str = "auto",
+    execution: Execution | None = None,
 ) -> list[Run]:
     """Train (or load from the run cache, or from the run store) every spec; returns one
     :class:`Run` per spec, in order.  ``use_store``: look runs up in the committed run store
@@ -119,12 +120,15 @@ def train(
     with the runs of each ensemble as soon as it has trained (from its worker thread).  ``graph``
     captures each step as a CUDA graph (GPU only; ``None``: when the environment variable
     ``ICL_CUDA_GRAPH`` is ``1``).  ``backend``: how a CPU computes a step, ``"fused"`` or
-    ``"eager"`` (``"auto"``: :func:`~icl_lib.engine.execution.resolve_backend`).  ``progress``: ``True`` shows a bar per ensemble, a callable is
-    called with the number of models after every step.
+    ``"eager"`` (``"auto"``: :func:`~icl_lib.engine.execution.resolve_backend`).  ``execution``: an
+    :class:`~icl_lib.engine.execution.Execution` resolved already (a chapter setup's), used as it is
+    instead of ``device``, ``graph`` and ``backend``, which must then keep their defaults.
+    ``progress``: ``True`` shows a bar per ensemble, a callable is called with the number of models
+    after every step.
 
     With the environment variable ``ICL_RUN_LOG`` set to a file, every requested run's key and
     spec are appended to it as JSON lines (what a process asked for: the book's plan is tested
-    against what its chapters train with it, :mod:`icl_lib.tools.plan`).
+    against what its chapters train with it, :mod:`icl_lib.book.plan`).
 
     A trained run that cannot be written to the run cache (a full disk: the cache's
     :class:`~icl_lib.engine.atomic.WriteFailed`) is not lost: it is returned like the others, and
@@ -138,14 +142,22 @@ def train(
         if not isinstance(s, RunSpec):
             raise ValueError(f"specs[{k}]={s!r} is invalid: accepted a RunSpec")
     max_ensemble = check_int("max_ensemble", max_ensemble, 1)
-    ex = Execution.resolve(device, "auto", graph, backend=backend)
+    if execution is None:
+        ex = Execution.resolve(device, "auto", graph, backend=backend)
+    elif not isinstance(execution, Execution):
+        raise ValueError(f"execution={execution!r} is invalid: accepted an Execution (Execution.resolve)")
+    elif (device, graph, backend) != ("auto", None, "auto"):
+        raise ValueError(f"device={device!r}, graph={graph!r}, backend={backend!r} are invalid with an execution: "
+                         "accepted their defaults (the execution holds them)")
+    else:
+        ex = execution
     keys = [ex.run_key(s) for s in specs]
     _log_requests(keys, specs)
-    store = RunCache() if cache else None
+    run_cache = RunCache() if cache else None
     found: dict[str, Run] = {}
-    if store is not None:
+    if run_cache is not None:
         for key in set(keys):
-            run = store.load(key)
+            run = run_cache.load(key)
             if run is not None:
                 found[key] = run
     if use_store:  # runs trained elsewhere (a GPU's paper profile), keyed by spec and model code
@@ -160,24 +172,24 @@ def train(
     unsaved: list[WriteFailed] = []  # runs trained but not cached (list.append: safe from the threads)
 
     def train_chunk(chunk: list[str], shards: int | None = None, stop=None) -> None:
-        if store is None:
+        if run_cache is None:
             runs = EnsembleTrainer([todo[k] for k in chunk], progress=progress, shards=shards, execution=ex,
                                    checkpoint_every=checkpoint_every).run(stop=stop)
             found.update(zip(chunk, runs))
             if on_trained is not None:
                 on_trained(runs)
             return
-        with store.locked(chunk):
+        with run_cache.locked(chunk):
             missing = []
             for k in chunk:
-                run = store.load(k)
+                run = run_cache.load(k)
                 if run is None:
                     missing.append(k)
                 else:
                     found[k] = run
             if not missing:
                 return
-            ckpt = store.checkpoint_path(missing, checkpoint_dir)
+            ckpt = run_cache.checkpoint_path(missing, checkpoint_dir)
             trainer = EnsembleTrainer(
                 [todo[k] for k in missing], checkpoint=ckpt, checkpoint_every=checkpoint_every, progress=progress,
                 shards=shards, execution=ex,
@@ -187,7 +199,7 @@ def train(
             for k, run in zip(missing, runs):
                 found[k] = run
                 try:
-                    store.save(k, run)
+                    run_cache.save(k, run)
                 except WriteFailed as err:
                     unsaved.append(err)
                     failed += 1

@@ -19,7 +19,7 @@ trains them in one call of the engine, and :func:`projected_seconds` projects th
 from a measured training rate (:data:`H200_RATE`).
 
 Used by chapter 9 (also for the trap sweep of :mod:`icl_lib.paper1.trap`) and by the book's
-training plan (:mod:`icl_lib.tools.plan`).
+training plan (:mod:`icl_lib.book.plan`).
 """
 
 from __future__ import annotations
@@ -223,13 +223,14 @@ def grid_specs(plan: Mapping[Cell, int], seed: int, train_cfg: TrainConfig) -> l
 
 
 def train_grid(plan: Mapping[Cell, int], seed: int, train_cfg: TrainConfig,
-               device: str = "auto") -> dict[Cell, list[Run]]:
+               device: str = "auto", execution=None) -> dict[Cell, list[Run]]:
     """Train (or load) every run of the grid in one :func:`icl_lib.train` call, which packs runs
     of one shape and training configuration into ensembles; the specs are passed ordered by head
-    count, so that an ensemble pads few heads.  Returns ``{cell: [runs in seed order]}``."""
+    count, so that an ensemble pads few heads.  ``device`` or a resolved ``execution`` (a chapter
+    setup's): as :func:`icl_lib.train`.  Returns ``{cell: [runs in seed order]}``."""
     specs = grid_specs(plan, seed, train_cfg)
     order = sorted(range(len(specs)), key=lambda i: specs[i].model.heads)
-    runs_sorted = train([specs[i] for i in order], device=device)
+    runs_sorted = train([specs[i] for i in order], device=device, execution=execution)
     runs: list = [None] * len(specs)
     for i, r in zip(order, runs_sorted):
         runs[i] = r

@@ -23,7 +23,6 @@ tells the two predictors apart.
 
 from __future__ import annotations
 
-import ast
 import math
 import numbers
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from ..data import sample_chunks
 from ..engine import Run, train
 from ..estimators import paired_ratio
 from ..stats import LEVEL, Estimate, median_ci
-from ..validate import check_int, fail
+from ..validate import check_int, fail, literal_list
 
 __all__ = [
     "as_heads",
@@ -69,11 +68,7 @@ def as_heads(heads: int | Sequence[int], hi: int = 256) -> list[int]:
     bracketed list (papermill's ``-p heads [1,2]`` passes the string ``"[1,2]"``)."""
     hi = check_int("hi", hi, 1, 256)
     accepted = f"a head count in [1, {hi}] or a non-empty list of them"
-    if isinstance(heads, str) and heads.strip().startswith("["):
-        try:
-            heads = ast.literal_eval(heads.strip())
-        except (ValueError, SyntaxError):
-            fail("heads", heads, accepted)
+    heads = literal_list("heads", heads)
     if isinstance(heads, numbers.Real) and not isinstance(heads, bool):
         heads = [heads]
     if not isinstance(heads, (list, tuple)) or not heads:

@@ -53,7 +53,7 @@ def test_the_workers_train_the_backend_the_client_asked_for(backend, tmp_path, m
     workers' own environment asks for the other backend (ICL_BACKEND, which a LocalCluster's
     workers inherit): the runs record B, the client's cache holds them under B's keys, and they
     equal the local executor's runs with B, bit for bit."""
-    from icl_lib.tools.plan_training import train_plan
+    from icl_lib.book.plan_training import train_plan
 
     other = {"eager": "fused", "fused": "eager"}[backend]
     monkeypatch.setenv("ICL_BACKEND", other)  # what a worker would train with if not told

@@ -18,7 +18,7 @@ import torch
 from icl_lib import DataConfig, ModelConfig, RunSpec, TrainConfig
 from icl_lib.engine.cache import RunCache
 from icl_lib.engine.store import RunStore, experiment_key
-from icl_lib.tools.plan_training import store_plan
+from icl_lib.book.plan_training import store_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS, EARLY = 1000, 20
@@ -33,7 +33,7 @@ plan = {{"ch": [RunSpec(DataConfig(d=3, L=6), ModelConfig(heads=h), tc, seed=s) 
 SCRIPT = PLAN + """
 import time
 from icl_lib.engine import atomic
-from icl_lib.tools.plan_training import store_plan
+from icl_lib.book.plan_training import store_plan
 
 def slow_write(fh, data):
     fh.write(data[: len(data) // 2])
@@ -119,7 +119,7 @@ def test_an_export_killed_at_every_kind_of_write_resumes_to_a_store_that_verifie
 
 ORPHANS = """
 from icl_lib import DataConfig, ModelConfig, RunSpec, TrainConfig
-from icl_lib.tools.plan_training import store_plan
+from icl_lib.book.plan_training import store_plan
 tc = TrainConfig(steps=200_000, batch=16, lr=1e-3, n_log=8, val_size=64)
 plan = {"ch": [RunSpec(DataConfig(d=3, L=6), ModelConfig(heads=h), tc, seed=0) for h in (1, 2)]}
 store_plan(plan, early_step=20, device="cpu", command="test", progress=False, max_ensemble=1,

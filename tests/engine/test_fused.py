@@ -212,7 +212,7 @@ def test_store_export_with_the_fused_backend_stores_runs_that_verify(tmp_path, m
     early checkpoints retrain here (with that backend) to within the CPU tolerance, and a build
     finds them by spec whatever its own backend."""
     from icl_lib.engine.store import CPU_TOLERANCE, RunStore
-    from icl_lib.tools.plan_training import store_plan
+    from icl_lib.book.plan_training import store_plan
 
     monkeypatch.setenv("ICL_STORE_DIR", str(tmp_path / "store"))
     plan = {"ch": _small([0, 1], steps=50, heads=(1, 2))}

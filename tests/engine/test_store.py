@@ -13,7 +13,7 @@ import torch
 from icl_lib import DataConfig, ModelConfig, RunSpec, TrainConfig, describe_sources, train
 from icl_lib.engine.cache import RunCache
 from icl_lib.engine.store import CPU_TOLERANCE, EARLY_TOLERANCE, RunStore, experiment_key
-from icl_lib.tools.plan_training import store_plan, store_summary
+from icl_lib.book.plan_training import store_plan, store_summary
 from icl_lib.version import MODEL_CODE_VERSION
 
 TC = TrainConfig(steps=80, batch=16, lr=3e-3, n_log=8, val_size=64)  # a small "paper-shaped" profile
@@ -282,7 +282,7 @@ _EXPORT_SCRIPT = """
 import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # even if this test runs with SIGINT ignored
 from icl_lib import DataConfig, ModelConfig, RunSpec, TrainConfig
-from icl_lib.tools.plan_training import store_plan
+from icl_lib.book.plan_training import store_plan
 tc = TrainConfig(steps=200_000, batch=16, lr=1e-3, n_log=8, val_size=64)
 plan = {"ch": [RunSpec(DataConfig(d=3, L=6), ModelConfig(heads=h), tc, seed=0) for h in (1, 2, 3)]}
 try:

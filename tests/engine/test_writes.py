@@ -126,7 +126,7 @@ def test_an_interrupt_whose_checkpoint_cannot_be_written_still_interrupts(tmp_pa
 def test_a_store_that_cannot_be_written_raises_and_the_run_cache_keeps_the_runs(tmp_path, monkeypatch):
     """`store export` on a full store disk: one WriteFailed naming the entry; the runs trained are
     in the run cache, so the same export with room again stores them without training."""
-    from icl_lib.tools.plan_training import store_plan
+    from icl_lib.book.plan_training import store_plan
 
     monkeypatch.setenv("ICL_STORE_DIR", str(tmp_path / "store"))
     plan = {"ch": _specs()[:2]}

@@ -1,5 +1,6 @@
 """Chapter 5's measurements against hand-set models, plain computations and Monte Carlo."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -480,9 +481,9 @@ def test_length_estimates_on_hand_built_errors():
     assert out["decreasing"].value == pytest.approx(0.0)  # H = 3 is flat from L = 10 to 20 (both seeds)
     assert out["spread"].value == pytest.approx(2.0)  # 1.5 / 0.5 - 1 at L = 20, kept seeds
     assert out["spread all seeds"].value == pytest.approx((9.0 + 1.5) / 2 / 0.5 - 1)  # the outlier counts
-    assert out["track"].value == pytest.approx(2.0) and values["ch5_track_L"] == 20
-    assert values["ch5_track_ratio"] == pytest.approx(2.0) and values["ch5_track_tol"] == 0.1
-    assert values["ch5_gd_ratio_short"] == pytest.approx((2.0 + 2.2) / 2 / 4.2)
+    assert out["track"].value == pytest.approx(2.0) and values.track_L == 20
+    assert values.track_ratio == pytest.approx(2.0) and values.track_tol == 0.1
+    assert values.gd_ratio_short == pytest.approx((2.0 + 2.2) / 2 / 4.2)
     # rivals at L = 5: H = 2 sits on dGD (2.0): (|2 - 1| - 0)/2 = 0.5 against eta*; H = 3 at 2.2:
     # (|2.2 - 1.0| - 0.2) / 2 = 0.5 and (|2.2 - 4.2| - 0.2) / 2 = 0.9
     assert out["rivals"].value == pytest.approx(0.5)
@@ -492,7 +493,7 @@ def test_length_estimates_on_hand_built_errors():
         assert e.lo <= e.value <= e.hi
     assert out["track"].lo == pytest.approx(2.0) and out["track"].hi == pytest.approx(2.0)
     out, values = length_estimates({1: errors[1]}, {1: [0, 1]}, ref, Ls, tol=0.1)
-    assert out["spread"] is None and out["track"] is None and math.isnan(values["ch5_track"])
+    assert out["spread"] is None and out["track"] is None and math.isnan(values.track)
     assert out["decreasing"].value == pytest.approx(-1 / 3)  # 2 / 3 - 1
 
 
@@ -531,9 +532,8 @@ def test_gap_values_and_gap_estimate():
     gaps = pd.DataFrame({"debiased GD (own eta)": [0.1, 0.2, 0.3], "vanilla GD (own eta)": [0.5, 0.4, 0.3],
                          "pre-cond. debiased GD (own Gamma)": [0.0, 0.0, 0.05], "Bayes": [1.0, 1.0, 0.7]},
                         index=pd.Index([4, 10, 40], name="L"))
-    assert gap_values(gaps, 40) == {"ch5_gap_ratio_smallL": 0.2, "ch5_gap_dgd_Ltrain": 0.3,
-                                    "ch5_gap_pdgd_Ltrain": 0.05, "ch5_gap_bayes_Ltrain": 0.7,
-                                    "ch5_L_small": 4}
+    assert dataclasses.asdict(gap_values(gaps, 40)) == {
+        "ratio_smallL": 0.2, "dgd_Ltrain": 0.3, "pdgd_Ltrain": 0.05, "bayes_Ltrain": 0.7, "L_small": 4}
     d, L = 3, 12
     data = DataConfig(d=d, L=L, sigma2=0.1)
     runs = [fake_run([0.1, -0.1], [4.0, -4.0], d, L), fake_run([0.05, -0.05], [9.0, -9.0], d, L)]
@@ -614,9 +614,9 @@ def test_ratio_limits_sup_and_ratio_values():
     df = pd.DataFrame({"xi": [0.5, 1.0, 0.5], "sigma2": [0.1, 0.1, 2.0], "ratio": [2.0, 1.5, 1.1],
                        "ratio limit": [2.1, 1.5, 1.0]})
     values = ratio_values(df, DataConfig(d=5, L=40, sigma2=0.1), bayes=0.2)
-    assert values["ch5_rmax"] == 2.0 and values["ch5_s2_top"] == 2.0 and values["ch5_ratio_top"] == 1.1
+    assert values.rmax == 2.0 and values.s2_top == 2.0 and values.ratio_top == 1.1
     want = est.debiased_gd_risk(est.optimal_eta_debiased(5, 40, 0.1), 5, 40, 0.1) / 0.2
-    assert abs(values["ch5_ratio_book"] - want) < 1e-12
+    assert abs(values.ratio_book - want) < 1e-12
 
 
 def test_finite_size_ratio_stays_below_the_limit_supremum():
@@ -683,9 +683,9 @@ def test_single_head_vs_kernels_on_hand_set_single_heads():
     table, per_seed, sh, values = single_head_vs_kernels([at_opt, off], data, n=3000, seed=2)
     assert list(per_seed.index) == [0, 1]
     row = table.loc["best scaled kernel regressor (free mu)"]
-    assert row["omega"] == kr["omega"] and row["mu"] == kr["mu"] and values["ch5_kr_mu"] == kr["mu"]
+    assert row["omega"] == kr["omega"] and row["mu"] == kr["mu"] and values.kr_mu == kr["mu"]
     assert abs(per_seed.at[0, "ICL loss"] - row["ICL loss"]) < 1e-10  # the regressor itself
-    assert per_seed.at[1, "minus best kernel (z)"] > 3 and values["ch5_kr_seeds_worse"] == 1
+    assert per_seed.at[1, "minus best kernel (z)"] > 3 and values.kr_seeds_worse == 1
     assert abs(per_seed.at[0, "excess over best kernel"]) < 1e-9 and per_seed.at[1, "excess over best kernel"] > 0.1
     assert sh["mu"].value == pytest.approx(2.0, rel=1e-6)  # median of mu / mu_best = 1 and 3
     assert sh["omega"].value == pytest.approx(1.0, rel=1e-6)
@@ -694,7 +694,7 @@ def test_single_head_vs_kernels_on_hand_set_single_heads():
     assert sh["rival omega approx"] == pytest.approx(w_app / kr["omega"])
     assert sh["rival mu NW"] == pytest.approx(1 / kr["mu"]) and sh["rival excess NW"] > 0
     t, p, c, v = single_head_vs_kernels([], data, n=3000, seed=2)
-    assert t is None and p is None and c == {} and v["ch5_nw_seeds"] == 0 and math.isnan(v["ch5_kr_mu"])
+    assert t is None and p is None and c == {} and v.nw_seeds == 0 and math.isnan(v.kr_mu)
 
 
 # ----------------------------------------------------------------------------- B.1 and B.2

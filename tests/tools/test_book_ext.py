@@ -1,4 +1,4 @@
-"""The book's Sphinx extension (book/_ext/icl_book.py) on a small book built here with Sphinx.
+"""The book's Sphinx extension (icl_lib/book/sphinx) on a small book built here with Sphinx.
 
 Two chapter notebooks carry the outputs that ``Claims.report()`` makes (the CLAIM lines and the
 glued JSON), written by the real ``Claims`` class; the dashboard must list every claim of every
@@ -22,14 +22,10 @@ from icl_lib.claims import Above, Claims, Excludes, Within
 from icl_lib.stats import Estimate
 
 ROOT = Path(__file__).resolve().parents[2]
-EXT = ROOT / "book" / "_ext"
 
 
 def _ext():
-    spec = importlib.util.spec_from_file_location("icl_book_under_test", EXT / "icl_book.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module("icl_lib.book.sphinx")
 
 
 def test_extension_reads_what_claims_writes():
@@ -98,8 +94,7 @@ def _build(tmp_path: Path, chapters: dict[str, nbformat.NotebookNode]) -> tuple[
         textwrap.dedent(
             f"""
             import sys
-            sys.path.insert(0, {str(EXT)!r})
-            extensions = ["myst_nb", "icl_book"]
+            extensions = ["myst_nb", "icl_lib.book.sphinx"]
             nb_execution_mode = "off"
             mathjax_path = "https://example.invalid/mathjax.js"  # not loaded: nothing opens the pages
             suppress_warnings = ["mystnb.unknown_mime_type"]
@@ -251,9 +246,9 @@ def test_dashboard_shows_the_other_profiles_recorded_verdicts_beside_its_own(tmp
 
 def test_dashboard_shows_a_current_committed_record_and_names_a_stale_one(tmp_path, monkeypatch):
     """A chapter no run of this build recorded in the other profile shows its committed record
-    (icl_lib.tools.records: chapter 8's paper run) while the record is current; a stale record is
+    (icl_lib.book.records: chapter 8's paper run) while the record is current; a stale record is
     warned about and shown as stale, without its verdicts."""
-    from icl_lib.tools import records
+    from icl_lib.book import records
 
     monkeypatch.setenv("ICL_CLAIMS_DIR", str(tmp_path / "nothing"))
     (tmp_path / "src" / "results" / "records" / "paper").mkdir(parents=True)

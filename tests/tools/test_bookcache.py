@@ -8,9 +8,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from icl_lib.tools import bookcache, bookexec
+from icl_lib.book import cache as bookcache, execute as bookexec
 
-EXT = Path(__file__).resolve().parents[2] / "book" / "_ext"
 
 
 def _reading_notebook(path: Path, source: Path) -> str:
@@ -105,8 +104,7 @@ def test_the_build_never_renders_an_old_execution(tmp_path, monkeypatch):
     src.mkdir()
     (src / "conf.py").write_text(textwrap.dedent(f"""
         import sys
-        sys.path.insert(0, {str(EXT)!r})
-        extensions = ["myst_nb", "icl_book"]
+        extensions = ["myst_nb", "icl_lib.book.sphinx"]
         nb_execution_mode = "cache"
         nb_execution_cache_path = {str(cache)!r}
         mathjax_path = "https://example.invalid/mathjax.js"

@@ -3,7 +3,7 @@
 import nbformat
 import pytest
 
-from icl_lib.tools import bookexec
+from icl_lib.book import execute as bookexec
 
 
 def _notebook(path, *sources):
@@ -44,7 +44,7 @@ def test_bad_arguments_are_rejected(args, message, capsys):
 
 def test_the_published_book_gives_each_kernel_its_chapter_s_profile(tmp_path, monkeypatch, capsys):
     """ICL_BOOK_PROFILE=stored: paper where the run store holds a chapter's runs, quick otherwise."""
-    from icl_lib.tools import plan
+    from icl_lib.book import plan
 
     code = "import os; print(os.environ.get('ICL_PROFILE'))"
     stored = _notebook(tmp_path / "01_setup.ipynb", code + "  # 1")  # the cache matches by code: make it differ
@@ -85,7 +85,7 @@ def test_a_bad_book_profile_is_refused_before_any_work(tmp_path, monkeypatch, ca
 
 
 def test_a_paper_build_says_before_any_work_what_it_would_train(tmp_path, monkeypatch, capsys):
-    from icl_lib.tools.plan import BOOK
+    from icl_lib.book.plan import BOOK
 
     monkeypatch.setenv("ICL_STORE_DIR", str(tmp_path / "store"))
     monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path / "cache"))
@@ -99,7 +99,7 @@ def test_a_paper_build_says_before_any_work_what_it_would_train(tmp_path, monkey
 
 def test_nbval_waits_for_a_cells_output_longer_than_its_5_s_default():
     """book/conftest.py raises nbval's wait for each output message of a chapter's cells."""
-    from icl_lib.tools.plan import BOOK
+    from icl_lib.book.plan import BOOK
 
     seen = []
 

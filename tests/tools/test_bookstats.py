@@ -1,4 +1,4 @@
-"""Chapter execution times read back from a build's Jupyter Cache (icl_lib.tools.bookstats)."""
+"""Chapter execution times read back from a build's Jupyter Cache (icl_lib.book.timings)."""
 
 import time
 from datetime import datetime, timezone
@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 import nbformat
 import pytest
 
-from icl_lib.tools import bookstats
+from icl_lib.book import timings as bookstats
 
 
 def _cache_chapter(build, name, source, seconds):

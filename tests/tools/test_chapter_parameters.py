@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from icl_lib.tools.plan import book_plan, chapter_parameters
+from icl_lib.book.plan import book_plan, chapter_parameters
 
 BOOK = Path(__file__).resolve().parents[2] / "book"
 CHAPTERS = sorted(BOOK.glob("[0-9][0-9]_*.ipynb"))

@@ -9,8 +9,8 @@ import sys
 
 import nbformat
 
-from icl_lib.tools.plan import BOOK, book_plan
-from icl_lib.tools.plan_training import store_plan
+from icl_lib.book.plan import BOOK, book_plan
+from icl_lib.book.plan_training import store_plan
 
 
 def test_a_paper_chapter_evaluates_the_stored_run_and_trains_nothing(tmp_path, monkeypatch):

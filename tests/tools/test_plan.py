@@ -16,10 +16,10 @@ import torch
 from icl_lib import DataConfig, EnsembleTrainer, ModelConfig, RunSpec, TrainConfig
 from icl_lib.engine.cache import RunCache
 from icl_lib.engine.execution import Execution
-from icl_lib.tools import plan as book
-from icl_lib.tools import plan_cost  # its _measure is replaced by a test
-from icl_lib.tools.plan_cost import REFERENCE_RATES, EnsembleTiming, _measure, describe, estimate_timing
-from icl_lib.tools.plan_training import store_plan, train_plan
+from icl_lib.book import plan as book
+from icl_lib.book import plan_cost  # its _measure is replaced by a test
+from icl_lib.book.plan_cost import REFERENCE_RATES, EnsembleTiming, _measure, describe, estimate_timing
+from icl_lib.book.plan_training import store_plan, train_plan
 
 TINY = TrainConfig(steps=40, batch=16, lr=3e-3, n_log=4, val_size=64, dtype="float64")
 
@@ -141,7 +141,7 @@ def test_a_packed_run_ends_where_it_ends_alone():
 SCRIPT = textwrap.dedent("""
     import sys
     from icl_lib import DataConfig, ModelConfig, RunSpec, TrainConfig
-    from icl_lib.tools.plan_training import train_plan
+    from icl_lib.book.plan_training import train_plan
     tc = TrainConfig(steps=3000, batch=64, lr=3e-3, n_log=6, val_size=128)
     plan = {"x": [RunSpec(DataConfig(d=4, L=12), ModelConfig(heads=h), tc, seed=s) for h in (1, 3) for s in (0, 1)]}
     train_plan(plan, device="cpu", progress=False, checkpoint_every=float(sys.argv[1]))

@@ -6,18 +6,17 @@
 * :func:`training_summary`, :func:`pos_neg_runs` -- what training did, and the runs that ended in
   the positive/negative pattern (the chapter's selection rule).
 
-Used by chapter 6 and by the book's training plan (:mod:`icl_lib.tools.plan`).
+Used by chapter 6 and by the book's training plan (:mod:`icl_lib.book.plan`).
 """
 
 from __future__ import annotations
 
-import ast
 import numbers
 from typing import Mapping, Sequence
 
 from ...config import DataConfig, ModelConfig, RunSpec, TrainConfig
 from ...engine import Run, describe_sources, train
-from ...validate import check_float, check_int, fail
+from ...validate import check_float, check_int, fail, literal_list
 
 __all__ = [
     "check_rhos",
@@ -33,14 +32,9 @@ def _as_list(name: str, values, accepted: str, max_len: int) -> list:
     """``values`` as a list of 1 to ``max_len`` entries: one number becomes ``[number]``, and text
     that spells a list (papermill's ``-p rhos [0.5]`` passes ``"[0.5]"``) becomes that list; any
     other value fails naming ``name``."""
+    values = literal_list(name, values)
     if isinstance(values, str):
-        try:
-            parsed = ast.literal_eval(values.strip())
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            parsed = None
-        if not isinstance(parsed, (list, tuple)):
-            fail(name, values, accepted)
-        values = parsed
+        fail(name, values, accepted)
     if isinstance(values, numbers.Real) and not isinstance(values, bool):
         values = [values]
     if not isinstance(values, (list, tuple)) or not 1 <= len(values) <= max_len:

@@ -15,7 +15,6 @@ Used by chapter 3, and by chapter 9 (:func:`first_persistent_step`: the time to 
 
 from __future__ import annotations
 
-import ast
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ import torch
 
 from ...circuits import DUMMY_TOL, mu_of, omega_of, pattern_history
 from ...stats import Estimate, median_ci, proportion_ci
-from ...validate import check_float, check_int, fail
+from ...validate import check_float, check_int, fail, literal_list
 
 __all__ = [
     "StageRules",
@@ -180,12 +179,9 @@ def check_stage_heads(heads, hi: int = STAGE_HEADS_MAX) -> list[int]:
     ``"[2,4]"``)."""
     hi = check_int("hi", hi, 2)
     accepted = f"an integer in [2, {hi}] or a non-empty list of them"
-    values = heads
-    if isinstance(values, str):
-        try:
-            values = ast.literal_eval(values.strip())
-        except (ValueError, SyntaxError):
-            fail("heads", heads, accepted)
+    values = literal_list("heads", heads)
+    if isinstance(values, str) and values.strip().isdigit():  # the text of one head count
+        values = int(values)
     if isinstance(values, numbers.Real) and not isinstance(values, bool):
         values = [values]
     if not isinstance(values, (list, tuple)) or len(values) == 0:

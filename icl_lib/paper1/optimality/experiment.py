@@ -10,7 +10,7 @@
 * :func:`median_abs_omega`, :func:`learned_rate`, :func:`stacked_circuits`, :func:`linearised` --
   the trained models' KQ scale, learned rate, circuits and linearised predictor (Theorem 4.2 (i)).
 
-Used by chapter 5 and by the book's training plan (:mod:`icl_lib.tools.plan`).
+Used by chapter 5 and by the book's training plan (:mod:`icl_lib.book.plan`).
 """
 
 from __future__ import annotations

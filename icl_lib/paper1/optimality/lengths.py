@@ -17,6 +17,7 @@ Used by chapter 5.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -33,6 +34,7 @@ from ...validate import check_int
 from .experiment import NAN, check_lengths
 
 __all__ = [
+    "LengthValues",
     "length_errors",
     "length_sweep",
     "group_errors",
@@ -161,10 +163,25 @@ def median_ratio_extreme(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], wha
     return _extreme_of_intervals(vals, los, his, "max", what)
 
 
+@dataclass(frozen=True)
+class LengthValues:
+    """What :func:`length_estimates` reads off Figure 3 besides its estimates: the tracking
+    deviation ``track``, the length ``track_L`` and loss ratio ``track_ratio`` where it is largest,
+    the ratio to vanilla GD at the shortest length, the spread between head counts, and the
+    tracking tolerance ``track_tol``; NaN without ``H >= 2``."""
+
+    track: float
+    track_L: float
+    track_ratio: float
+    gd_ratio_short: float
+    spread: float
+    track_tol: float
+
+
 def length_estimates(
     errors: Mapping[int, torch.Tensor], keep: Mapping[int, Sequence[int]], ref: Mapping[str, np.ndarray],
     Ls: Sequence[int], tol: float,
-) -> tuple[dict, dict]:
+) -> tuple[dict, LengthValues]:
     """Chapter 5's claims on Figure 3 (paper 1, Section 3) from :func:`group_errors` of the sweep,
     the kept (positive/negative) seeds ``keep`` and :func:`~icl_lib.paper1.optimality.risks.reference_curves` ``ref``:
 
@@ -183,15 +200,14 @@ def length_estimates(
       ``H >= 2`` and lengths (means over the kept seeds, medians over every seed).
 
     Each an :class:`~icl_lib.stats.Estimate` with Bonferroni-simultaneous intervals (``None``
-    where its groups are missing).  ``values`` (glue keys): the deviation ``track``, the ``L`` and
+    where its groups are missing).  ``values`` (:class:`LengthValues`): the deviation ``track``, the ``L`` and
     loss ratio where it is largest, the ratio to vanilla GD at the shortest ``L``, and
     ``spread``; NaN without ``H >= 2``.  ``tol`` is the tracking tolerance (glued)."""
     Ls = check_lengths(Ls)
     multi = [H for H in errors if H >= 2 and keep.get(H)]
     out: dict = dict.fromkeys(("decreasing", "spread", "spread all seeds", "track", "rivals", "beats single",
                                "beats single all seeds"))
-    values = dict.fromkeys(("ch5_track", "ch5_track_L", "ch5_track_ratio", "ch5_gd_ratio_short", "ch5_spread"), NAN)
-    values["ch5_track_tol"] = float(tol)
+    values = dict(track=NAN, track_L=NAN, track_ratio=NAN, gd_ratio_short=NAN, spread=NAN, track_tol=float(tol))
     # decreasing: every model, consecutive lengths, independent test sets
     v, s = [], []
     for e in errors.values():
@@ -204,7 +220,7 @@ def length_estimates(
         out["decreasing"] = extreme(np.concatenate([x.ravel() for x in v]), np.concatenate([x.ravel() for x in s]),
                                     "max", what="largest loss(L')/loss(L) - 1 of every model and step of the grid")
     if not multi:
-        return out, values
+        return out, LengthValues(**values)
 
     def pairs(sel):
         vals, ses, dfs = [], [], []
@@ -224,7 +240,7 @@ def length_estimates(
         out["spread all seeds"] = median_ratio_extreme(
             [(errors[H][:, j], errors[H2][:, j]) for H in multi for H2 in multi if H2 != H for j in range(len(Ls))],
             "largest median loss_H / median loss_H' - 1 over L and H, H' >= 2 (every seed)")
-        values["ch5_spread"] = out["spread"].value
+        values["spread"] = out["spread"].value
     # tracking debiased GD at the learned rate, and its rivals at the shortest length
     dgd = np.asarray(ref["debiased GD"], dtype=float)
     stats = {H: [_seed_mean(errors[H][kept(H), j]) for j in range(len(Ls))] for H in multi}
@@ -235,9 +251,8 @@ def length_estimates(
                            what="largest |loss/R_dGD(eta_learned) - 1| over H >= 2 and L")
     jt = int(np.unravel_index(np.argmax(np.abs(dev)), dev.shape)[1])
     loss = np.array([[m for (m, _, _) in stats[H]] for H in multi])  # (|multi|, |Ls|)
-    values.update({"ch5_track": out["track"].value, "ch5_track_L": int(Ls[jt]),
-                   "ch5_track_ratio": float(loss[:, jt].mean() / dgd[jt]),
-                   "ch5_gd_ratio_short": float(loss[:, 0].mean() / ref["vanilla GD"][0])})
+    values.update(track=out["track"].value, track_L=int(Ls[jt]), track_ratio=float(loss[:, jt].mean() / dgd[jt]),
+                  gd_ratio_short=float(loss[:, 0].mean() / ref["vanilla GD"][0]))
     rivals = {"vanilla GD": ref["vanilla GD"][0], "debiased GD, eta*(L)": ref["debiased GD, eta*(L)"][0]}
     m_all = len(multi) * len(rivals)
     qv, qlo, qhi = [], [], []
@@ -262,7 +277,7 @@ def length_estimates(
         out["beats single all seeds"] = median_ratio_extreme(
             [(errors[H][:, j], errors[1][:, j]) for H in multi for j in range(len(Ls))],
             "largest median loss_H / median loss_1 - 1 over H >= 2 and L (every seed)")
-    return out, values
+    return out, LengthValues(**values)
 
 
 def labelled(table: pd.DataFrame, fmt: str = "{}", drop: Sequence[str] = ()) -> dict[str, np.ndarray]:

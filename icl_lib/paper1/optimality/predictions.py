@@ -14,6 +14,7 @@ Used by chapters 5 and 9.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -30,6 +31,7 @@ from ...validate import check_int
 from .experiment import check_lengths
 
 __all__ = [
+    "GapValues",
     "prediction_gaps",
     "paired_losses",
     "prediction_gap_curves",
@@ -149,19 +151,26 @@ def prediction_gap_curves(
             pd.DataFrame(gap_se, index=index).rename(columns=rename))
 
 
-def gap_values(gaps: pd.DataFrame, L: int) -> dict:
-    """Chapter 5's glued values of :func:`prediction_gap_curves` (training length ``L``): the three
-    gaps at ``L``, the shortest ``L'`` of the grid and the ratio gap(debiased GD) / gap(vanilla GD)
-    there."""
+@dataclass(frozen=True)
+class GapValues:
+    """What :func:`gap_values` reads off :func:`prediction_gap_curves`: the ratio gap(debiased GD) /
+    gap(vanilla GD) at the shortest length ``L_small`` of the grid, and the gaps of debiased GD,
+    preconditioned debiased GD and Bayes at the training length."""
+
+    ratio_smallL: float
+    dgd_Ltrain: float
+    pdgd_Ltrain: float
+    bayes_Ltrain: float
+    L_small: int
+
+
+def gap_values(gaps: pd.DataFrame, L: int) -> GapValues:
+    """The :class:`GapValues` of :func:`prediction_gap_curves` (training length ``L``; chapter 5)."""
     dgd, gd = gaps["debiased GD (own eta)"], gaps["vanilla GD (own eta)"]
     L0 = int(gaps.index[0])
-    return {
-        "ch5_gap_ratio_smallL": float(dgd[L0]) / float(gd[L0]),
-        "ch5_gap_dgd_Ltrain": float(dgd[L]),
-        "ch5_gap_pdgd_Ltrain": float(gaps.at[L, "pre-cond. debiased GD (own Gamma)"]),
-        "ch5_gap_bayes_Ltrain": float(gaps.at[L, "Bayes"]),
-        "ch5_L_small": L0,
-    }
+    return GapValues(ratio_smallL=float(dgd[L0]) / float(gd[L0]), dgd_Ltrain=float(dgd[L]),
+                     pdgd_Ltrain=float(gaps.at[L, "pre-cond. debiased GD (own Gamma)"]),
+                     bayes_Ltrain=float(gaps.at[L, "Bayes"]), L_small=L0)
 
 
 def gap_estimate(

@@ -8,12 +8,13 @@
   :func:`proportional_estimate` -- two-head models trained in the proportional regime against the
   optimal debiased GD risk (Theorem 4.2 (ii)-(iii)).
 
-Used by chapter 5 and by the book's training plan (:mod:`icl_lib.tools.plan`).
+Used by chapter 5 and by the book's training plan (:mod:`icl_lib.book.plan`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -29,6 +30,7 @@ from ..sweeps import heads_sweep_specs
 from .lengths import length_errors
 
 __all__ = [
+    "RatioValues",
     "bayes_ratio_grid",
     "ratio_limits",
     "sup_ratio_limit",
@@ -81,19 +83,28 @@ def sup_ratio_limit(sigma2: float, points: int = 2001) -> float:
                for x in np.logspace(-3, 3, check_int("points", points, 2)))
 
 
-def ratio_values(ratio_df: pd.DataFrame, data: DataConfig, bayes: float) -> dict:
-    """Chapter 5's glued values of a :func:`bayes_ratio_grid` table: the largest finite-size ratio,
-    the largest noise level and its largest ratio, and the exact ratio at the chapter's own
-    ``(d, L, sigma2)``, ``R_dGD(eta*) / bayes`` (``bayes``: the Bayes risk of
+@dataclass(frozen=True)
+class RatioValues:
+    """What :func:`ratio_values` reads off a :func:`bayes_ratio_grid` table: the largest
+    finite-size ratio, the largest noise level and its largest ratio, and the exact ratio at the
+    chapter's own ``(d, L, sigma2)``."""
+
+    rmax: float
+    s2_top: float
+    ratio_top: float
+    ratio_book: float
+
+
+def ratio_values(ratio_df: pd.DataFrame, data: DataConfig, bayes: float) -> RatioValues:
+    """The :class:`RatioValues` of a :func:`bayes_ratio_grid` table; the ratio at ``data`` is
+    ``R_dGD(eta*) / bayes`` (``bayes``: the Bayes risk of
     :func:`~icl_lib.paper1.optimality.risks.closed_form_checks`).  Paper 1, Theorem 4.2 (iii)."""
     s2_top = float(ratio_df["sigma2"].max())
     d, L, s2 = data.d, data.L, data.sigma2
-    return {
-        "ch5_rmax": float(ratio_df["ratio"].max()),
-        "ch5_s2_top": s2_top,
-        "ch5_ratio_top": float(ratio_df[ratio_df.sigma2 == s2_top]["ratio"].max()),
-        "ch5_ratio_book": est.debiased_gd_risk(est.optimal_eta_debiased(d, L, s2), d, L, s2) / float(bayes),
-    }
+    return RatioValues(
+        rmax=float(ratio_df["ratio"].max()), s2_top=s2_top,
+        ratio_top=float(ratio_df[ratio_df.sigma2 == s2_top]["ratio"].max()),
+        ratio_book=est.debiased_gd_risk(est.optimal_eta_debiased(d, L, s2), d, L, s2) / float(bayes))
 
 
 def bayes_limit_estimate(ratio_df: pd.DataFrame) -> Estimate:

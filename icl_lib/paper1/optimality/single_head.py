@@ -12,6 +12,7 @@ Used by chapter 5.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -29,6 +30,7 @@ from .experiment import NAN
 from .predictions import paired_losses
 
 __all__ = [
+    "SingleHeadValues",
     "kernel_regressor_search",
     "approx_loss_single_head",
     "single_head_vs_kernels",
@@ -94,6 +96,30 @@ def approx_loss_single_head(d: int, L: int, sigma2: float) -> tuple[float, float
     return 1 / math.sqrt(d), math.sqrt(d) / (1 + (1 + s2) * math.e * d / L)
 
 
+@dataclass(frozen=True)
+class SingleHeadValues:
+    """The numbers :func:`single_head_vs_kernels` reads off one-head models: the best
+    Nadaraya-Watson ``omega`` and loss, the heads' median ``|mu|`` and ``|omega|`` (``m1``, ``w1``),
+    the best scaled kernel regressor's loss, ``omega`` and ``mu``, the heads' median loss, the
+    approximate loss's minimiser, and how many seeds are significantly (``|z| > 3``) better or worse
+    than Nadaraya-Watson and worse than the best kernel regressor."""
+
+    nw_omega: float
+    m1: float
+    w1: float
+    nw_loss: float
+    kr_loss: float
+    kr_omega: float
+    kr_mu: float
+    single_loss: float
+    approx_omega: float
+    approx_mu: float
+    nw_seeds_better: int
+    nw_seeds: int
+    nw_seeds_worse: int
+    kr_seeds_worse: int
+
+
 def single_head_vs_kernels(runs: Sequence[Run], data: DataConfig, n: int, seed: int) -> tuple:
     """Trained single heads against kernel regressors (paper 1, Section 4.3): the best
     Nadaraya-Watson (``mu = 1``) and the best scaled kernel regressor (free ``mu``), searched on
@@ -108,13 +134,10 @@ def single_head_vs_kernels(runs: Sequence[Run], data: DataConfig, n: int, seed: 
     each regressor; ``estimates``: medians over seeds with order-statistic intervals
     (:func:`~icl_lib.stats.median_ci`) of the excess loss (``"excess"``), of ``|omega| / omega_best``
     (``"omega"``) and of ``|mu| / mu_best`` (``"mu"``), with the rivals' values in the same units
-    (``"rival ..."``: Nadaraya-Watson proper and the approximate loss's optimum); ``values`` (glue
-    keys).  Without runs: ``None, None, {}`` and NaN (counts 0).  Chapter 5."""
-    keys = ("ch5_nw_omega", "ch5_m1", "ch5_w1", "ch5_nw_loss", "ch5_kr_loss", "ch5_kr_omega", "ch5_kr_mu",
-            "ch5_single_loss", "ch5_approx_omega", "ch5_approx_mu")
-    counts = ("ch5_nw_seeds_better", "ch5_nw_seeds", "ch5_nw_seeds_worse", "ch5_kr_seeds_worse")
+    (``"rival ..."``: Nadaraya-Watson proper and the approximate loss's optimum); ``values``: the
+    :class:`SingleHeadValues`.  Without runs: ``None, None, {}`` and NaN (counts 0).  Chapter 5."""
     if not runs:
-        return None, None, {}, {**dict.fromkeys(keys, NAN), **dict.fromkeys(counts, 0)}
+        return None, None, {}, SingleHeadValues(*[NAN] * 10, 0, 0, 0, 0)
     nw = kernel_regressor_search(data, free_mu=False, n=n, seed=derive_seed(seed, "kernel-search"))
     kr = kernel_regressor_search(data, free_mu=True, n=n, seed=derive_seed(seed, "kernel-search"))
     w_app, m_app = approx_loss_single_head(data.d, data.L, data.sigma2)
@@ -149,13 +172,9 @@ def single_head_vs_kernels(runs: Sequence[Run], data: DataConfig, n: int, seed: 
         "rival omega approx": w_app / kr["omega"], "rival mu approx": m_app / kr["mu"],
         "rival mu NW": 1.0 / kr["mu"],
     }
-    values = {
-        "ch5_nw_omega": nw["omega"], "ch5_m1": m1, "ch5_w1": w1,
-        "ch5_nw_loss": float(pl["NW"]["loss"]), "ch5_kr_loss": loss_kr,
-        "ch5_kr_omega": kr["omega"], "ch5_kr_mu": kr["mu"],
-        "ch5_single_loss": float(np.median(pl["model"]["loss"])),
-        "ch5_approx_omega": w_app, "ch5_approx_mu": m_app,
-        "ch5_nw_seeds_better": int((z_nw < -3).sum()), "ch5_nw_seeds": len(z_nw),
-        "ch5_nw_seeds_worse": int((z_nw > 3).sum()), "ch5_kr_seeds_worse": int((z_kr > 3).sum()),
-    }
+    values = SingleHeadValues(
+        nw_omega=nw["omega"], m1=m1, w1=w1, nw_loss=float(pl["NW"]["loss"]), kr_loss=loss_kr,
+        kr_omega=kr["omega"], kr_mu=kr["mu"], single_loss=float(np.median(pl["model"]["loss"])),
+        approx_omega=w_app, approx_mu=m_app, nw_seeds_better=int((z_nw < -3).sum()), nw_seeds=len(z_nw),
+        nw_seeds_worse=int((z_nw > 3).sum()), kr_seeds_worse=int((z_kr > 3).sum()))
     return table, per_seed, estimates, values

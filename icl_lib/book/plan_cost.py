@@ -6,7 +6,7 @@
   measurement of every ensemble (:class:`EnsembleTiming`);
 * :func:`missing_runs` -- the runs of a plan that :func:`icl_lib.train` would train here.
 
-The plan is :mod:`icl_lib.tools.plan`'s.  Command line: ``python -m icl_lib plan``.
+The plan is :mod:`icl_lib.book.plan`'s.  Command line: ``python -m icl_lib plan``.
 """
 
 from __future__ import annotations

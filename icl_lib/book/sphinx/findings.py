@@ -1,5 +1,5 @@
 """The claims dashboard's findings: each finding counted once, the chance of a wrong verdict, and the
-table from the papers' words to the book's rules (book/_ext, :mod:`icl_book`).
+table from the papers' words to the book's rules (:mod:`icl_lib.book.sphinx`).
 
 Every claim a chapter records names its finding (:mod:`icl_lib.claims.findings`); the headline
 counts findings per paper and writes one sentence per finding from its claims' verdicts.  The
@@ -18,7 +18,7 @@ from icl_lib.claims.findings import FINDINGS, SOURCES, finding_verdict
 from icl_lib.claims.multiplicity import expected_errors, holm
 from icl_lib.claims.words import WORDS
 
-from icl_render import table, verdict
+from .render import table, verdict
 
 __all__ = ["findings_section", "multiplicity_section", "words_table", "group_by_finding"]
 

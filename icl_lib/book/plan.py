@@ -9,11 +9,11 @@ variable ``ICL_RUN_LOG`` set and checks that the runs it asked for are exactly t
 * :func:`book_plan`  -- ``{chapter: [RunSpec, ...]}`` for a profile (:func:`select_chapters`,
   :func:`unique_specs` pick from it);
 * :func:`published_profiles` -- the profile in which the published book builds each chapter;
-* :mod:`icl_lib.tools.plan_cost` -- runs per chapter, the shape-compatible ensembles the engine
-  trains them as, model-steps, and the time expected on this device (:func:`~icl_lib.tools.plan_cost.describe`);
-* :mod:`icl_lib.tools.plan_training` -- trains the whole plan into the run cache as few large
-  ensembles (:func:`~icl_lib.tools.plan_training.train_plan`), or into the run store
-  (:func:`~icl_lib.tools.plan_training.store_plan`).
+* :mod:`icl_lib.book.plan_cost` -- runs per chapter, the shape-compatible ensembles the engine
+  trains them as, model-steps, and the time expected on this device (:func:`~icl_lib.book.plan_cost.describe`);
+* :mod:`icl_lib.book.plan_training` -- trains the whole plan into the run cache as few large
+  ensembles (:func:`~icl_lib.book.plan_training.train_plan`), or into the run store
+  (:func:`~icl_lib.book.plan_training.store_plan`).
 
 Command line: ``python -m icl_lib plan --profile quick|paper`` and ``python -m icl_lib train-plan``.
 """
@@ -86,7 +86,7 @@ def published_profiles(chapters, book: str | Path = BOOK, store: RunStore | None
     for the published book (``ICL_BOOK_PROFILE=stored make book``, as CI builds it), so that the
     CPU build trains nothing: ``paper`` for a chapter that trains when the run store holds every
     run of its paper plan, for the chapters of :data:`CPU_PAPER_CHAPTERS`, and for a chapter with a
-    current committed record of its paper run (:func:`icl_lib.tools.records.served`: chapter 8);
+    current committed record of its paper run (:func:`icl_lib.book.records.served`: chapter 8);
     ``quick`` otherwise.
 
     So the papers' chapters show the papers' training as soon as their runs are stored, whatever

@@ -8,7 +8,7 @@ chapters compute with, and the settings that choose what a chapter computes (the
 of the build and the run store's manifest, :func:`execution_settings`: a chapter executed in the
 quick profile is never served to a paper build, nor one executed before runs were stored) -- and
 :func:`clear_if_stale` empties it when the fingerprint differs: every chapter is then executed
-again (``make book``'s pre-execution, :mod:`icl_lib.tools.bookexec`, and the build itself both
+again (``make book``'s pre-execution, :mod:`icl_lib.book.execute`, and the build itself both
 call it).  The book's Sphinx extension re-reads a chapter page whose
 execution is newer than the page (:func:`needs_reading`), so a re-executed chapter is never
 rendered from an old page either.

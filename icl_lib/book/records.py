@@ -93,10 +93,10 @@ for _name in ("01_setup", "02_patterns", "03_two_stage_dynamics", "04_ode_phases
                                excluded=("paper2/", "chapters/convergence.py"),
                                notebook=_name == "09_phase_diagram")
 RECORDED = dict(sorted(RECORDED.items()))
-# The library's folders that neither compute a chapter's numbers nor decide its claims: the command
-# line (and `python -m icl_lib`), the build and benchmark tools, and the figures (a claims-only
-# record shows no figure).
-NOT_DECIDING = ("tools/", "figures/", "__main__.py")
+# The library's folders that neither compute a chapter's numbers nor decide its claims: the book's
+# machinery (book/: its plan, execution, records and Sphinx extension), the command line (and
+# `python -m icl_lib`) and the benchmark, and the figures (a claims-only record shows no figure).
+NOT_DECIDING = ("book/", "tools/", "figures/", "__main__.py")
 
 
 def _root(root) -> Path:
@@ -204,7 +204,7 @@ def _glued(nb: dict) -> dict[str, str]:
 
 
 def _execute(notebook: Path, env: dict) -> tuple[dict, float, str | None]:
-    """Execute ``notebook`` as ``make book`` does (:func:`icl_lib.tools.bookexec._execute`: a fresh
+    """Execute ``notebook`` as ``make book`` does (:func:`icl_lib.book.execute._execute`: a fresh
     kernel in the notebook's folder, errors not allowed), with ``env`` set for the kernel and no
     time limit; returns ``(executed notebook, seconds, error)``."""
     import nbformat

@@ -4,7 +4,7 @@ Reads the execution records that Jupyter Book (MyST-NB with ``execute_notebooks:
 ``<build>/.jupyter_cache``; chapters whose source did not change since an earlier build are
 reported as cached (not re-executed).
 
-    python -m icl_lib.tools.bookstats _build [--since UNIX_SECONDS]
+    python -m icl_lib.book.timings _build [--since UNIX_SECONDS]
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The nodes every page of the book's extension builds: tables, links, verdicts (book/_ext)."""
+"""The nodes every page of the book's extension builds: tables, links, verdicts (:mod:`icl_lib.book.sphinx`)."""
 
 from __future__ import annotations
 

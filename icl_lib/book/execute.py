@@ -1,6 +1,6 @@
 """Execute the book's chapters side by side before ``jupyter-book build`` (``make book``).
 
-    python -m icl_lib.tools.bookexec [--cache _build/.jupyter_cache] [--jobs N] CHAPTER.ipynb ...
+    python -m icl_lib.book.execute [--cache _build/.jupyter_cache] [--jobs N] CHAPTER.ipynb ...
 
 Jupyter Book (MyST-NB, ``execute_notebooks: cache``) executes chapters one at a time and keeps each
 executed notebook in a Jupyter Cache.  This fills that cache first, ``--jobs`` chapters at a time,
@@ -18,7 +18,7 @@ nothing trains, ``quick`` otherwise (:func:`chapter_profiles`).  Unset, every ke
 Chapters start in the order given (``make book`` starts the long ones first, and chapter 2 before
 the chapters that reuse its runs).  A chapter whose source did not change since its last execution
 is skipped, unless ``icl_lib`` (or the libraries it computes with) changed since then: the cache
-is then emptied and every chapter executes again (:mod:`icl_lib.tools.bookcache`).  A chapter that fails is reported and left to the build, which executes it again and
+is then emptied and every chapter executes again (:mod:`icl_lib.book.cache`).  A chapter that fails is reported and left to the build, which executes it again and
 shows the error.  The execution mirrors MyST-NB's (kernel in the notebook's folder, the
 ``execution`` timeout, errors not allowed).
 """
@@ -50,7 +50,7 @@ def book_profile() -> str:
 
 def chapter_profiles(paths: list[str]) -> dict[str, str | None]:
     """Per chapter path, the ``ICL_PROFILE`` its kernel gets: with ``ICL_BOOK_PROFILE=stored``, the
-    profile of :func:`icl_lib.tools.plan.published_profiles` (paper where the run store holds the
+    profile of :func:`icl_lib.book.plan.published_profiles` (paper where the run store holds the
     chapter's runs, quick otherwise); unset, ``None`` (the kernel inherits ``ICL_PROFILE``)."""
     if not book_profile():
         return {p: None for p in paths}
@@ -97,7 +97,7 @@ def _execute(path: str, timeout: int, profile: str | None = None) -> tuple[str, 
 
 def _serve_record(cache, path: str, profile: str | None) -> bool:
     """Cache the committed record's executed notebook of chapter ``path`` instead of executing it,
-    where the chapter has a current record of the profile it runs in (:func:`icl_lib.tools.records.served`:
+    where the chapter has a current record of the profile it runs in (:func:`icl_lib.book.records.served`:
     chapter 8's paper profile, half an hour here); returns whether it did."""
     from jupyter_cache.cache.main import CacheBundleIn
 
@@ -131,7 +131,7 @@ def execute_chapters(
     """Execute the chapters missing from the Jupyter Cache at ``cache_path``; returns the failures.
 
     The cache is emptied first when it was filled by other code (another ``fingerprint``, by default
-    :func:`icl_lib.tools.bookcache.execution_fingerprint`): then every chapter executes again."""
+    :func:`icl_lib.book.cache.execution_fingerprint`): then every chapter executes again."""
     import nbformat
     from jupyter_cache import get_cache
     from jupyter_cache.cache.main import CacheBundleIn

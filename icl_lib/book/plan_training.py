@@ -7,7 +7,7 @@
   with its early checkpoint (:data:`EARLY_STEP`), in spawned processes;
 * :func:`store_summary` -- per chapter, what the run store holds of its runs.
 
-The plan is :mod:`icl_lib.tools.plan`'s.  Command line: ``python -m icl_lib train-plan`` and
+The plan is :mod:`icl_lib.book.plan`'s.  Command line: ``python -m icl_lib train-plan`` and
 ``python -m icl_lib store``.
 """
 
