@@ -32,7 +32,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-from .bookcache import clear_if_stale
+from .cache import clear_if_stale
 
 __all__ = ["main", "execute_chapters"]
 

@@ -98,8 +98,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _store(args) -> int:
-    from . import plan as book
-    from .plan_training import EARLY_STEP, store_plan, store_summary
+    from ..book import plan as book
+    from ..book.plan_training import EARLY_STEP, store_plan, store_summary
 
     plan = book.select_chapters(book.book_plan(args.profile), args.chapters)
     store = book.RunStore()
@@ -148,9 +148,9 @@ def _print_checkpoints(store, device: str, backend: str = "auto") -> None:
 
 
 def _plan(args) -> int:
-    from . import plan as book  # the plan reads the chapters: only for these commands
-    from .plan_cost import describe
-    from .plan_training import train_plan
+    from ..book import plan as book  # the plan reads the chapters: only for these commands
+    from ..book.plan_cost import describe
+    from ..book.plan_training import train_plan
 
     plan = book.select_chapters(book.book_plan(args.profile, args.book or book.BOOK), args.chapters)
     if args.command == "plan":
@@ -251,7 +251,7 @@ def _dispatch(args) -> int:
     if args.command == "store":
         return _store(args)
     if args.command == "record":
-        from .records import main_record
+        from ..book.records import main_record
 
         return main_record(args.action, args.chapter)
     return 1
