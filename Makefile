@@ -65,7 +65,7 @@ $(MATHJAX_STAMP):
 
 # `make book` builds the published book: each chapter in the paper profile where the run store
 # holds its runs (chapter 8: where its committed record is current), quick otherwise
-# (ICL_BOOK_PROFILE=stored, icl_lib/tools/bookexec.py).  ICL_PROFILE=quick|paper builds every
+# (ICL_BOOK_PROFILE=stored, icl_lib/book/execute.py).  ICL_PROFILE=quick|paper builds every
 # chapter in that profile instead.  The chapters' execution cache follows both (and the store).
 # A new MathJax rebuilds every page (each names its script with a checksum of the file).
 BOOK_PROFILE := $(if $(ICL_PROFILE),,ICL_BOOK_PROFILE=$(or $(ICL_BOOK_PROFILE),stored))
