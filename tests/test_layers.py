@@ -116,3 +116,12 @@ if __name__ == "__main__":
     sizes = sorted(((len(p.read_text().splitlines()), str(p.relative_to(LIB.parent)))
                     for p in LIB.rglob("*.py") if "__pycache__" not in p.parts), reverse=True)
     print("largest modules:", ", ".join(f"{p} {n}" for n, p in sizes[:5]))
+
+
+def test_no_module_of_the_project_is_over_450_lines():
+    """The library (the book's machinery and Sphinx extension included) and its tests: a module
+    that outgrew 450 lines is split by topic."""
+    root = LIB.parent
+    sizes = {str(p.relative_to(root)): len(p.read_text().splitlines())
+             for folder in (LIB, root / "tests") for p in folder.rglob("*.py") if "__pycache__" not in p.parts}
+    assert not {p: n for p, n in sizes.items() if n > 450}
