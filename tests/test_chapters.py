@@ -257,3 +257,17 @@ def test_no_library_function_returns_a_glue_key_and_the_engine_holds_no_chapter_
              for m in re.finditer(r"[\"']ch\d_\w*[\"']", p.read_text())]
     assert not found, found
     assert set(SETTINGS) == {"paper1.train"}
+
+
+def test_training_takes_the_setups_execution_as_it_is():
+    """``train(..., execution=S.execution)`` uses the resolved execution; a device, graph or
+    backend beside it is refused (the execution holds them), as is anything but an Execution."""
+    from icl_lib import train
+
+    s = setup("01_setup", steps=3)
+    with pytest.raises(ValueError, match=r"^device='cpu', graph=None, backend='auto' are invalid with an execution"):
+        train([s.spec], device="cpu", execution=s.execution, cache=False, use_store=False, progress=False)
+    with pytest.raises(ValueError, match=r"^execution='cpu' is invalid: accepted an Execution"):
+        train([s.spec], execution="cpu", cache=False, use_store=False, progress=False)
+    run = train([s.spec], execution=s.execution, cache=False, use_store=False, progress=False)[0]
+    assert run.spec == s.spec
