@@ -271,3 +271,23 @@ def test_training_takes_the_setups_execution_as_it_is():
         train([s.spec], execution="cpu", cache=False, use_store=False, progress=False)
     run = train([s.spec], execution=s.execution, cache=False, use_store=False, progress=False)[0]
     assert run.spec == s.spec
+
+
+def test_one_convention_for_hidden_cells():
+    """A chapter's setup cells (its validation cell, and a cell that opens with imports) and its
+    claims summary show their output without their code (``remove-input``); nothing else is
+    hidden, and no cell hides its code behind a toggle."""
+    import ast
+    import json
+
+    for path in sorted(BOOK.glob("0*.ipynb")):
+        for c in json.loads(path.read_text())["cells"]:
+            if c["cell_type"] != "code" or "parameters" in c["metadata"].get("tags", []):
+                continue
+            src, tags = "".join(c["source"]), c["metadata"].get("tags", [])
+            body = ast.parse(src).body
+            setup_cell = ("from_parameters(" in src or "summary_markdown()" in src
+                          or (body and isinstance(body[0], (ast.Import, ast.ImportFrom))))
+            assert "hide-input" not in tags, (path.name, src[:60])
+            if setup_cell:
+                assert tags == ["remove-input"], (path.name, src[:60])
