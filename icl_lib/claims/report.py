@@ -8,17 +8,18 @@ import math
 import os
 import platform
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
 from ..config import DEVICES, resolve_device
+from ..definitions import DEFINITIONS, active, label
 from ..validate import check_choice
 from ..version import __version__
 from .multiplicity import decision_share
-from .rules import Excludes, Rule, format_value
+from .rules import Above, Excludes, Rule, _All, format_value
 
 __all__ = ["Claims", "Claim", "VERDICTS", "PROFILES", "KINDS", "CLAIM_LINE", "CLAIMS_MIME", "CLAIMS_GLUE_KEY"]
 
@@ -69,10 +70,20 @@ class Claim:
     share: float | None = None  # decided on an interval: the share of its error rate at which it stands
     alpha: float | None = None  # the error rate of its decision (one side)
     lean: str = ""  # INCONCLUSIVE: the verdict its point estimate alone would give
+    alternatives: dict = field(default_factory=dict)  # definition=alternative -> the verdict under it
+    margin: str = ""  # an equivalence: whether its margin follows the margin rule, given its rival
+    whole: str = ""  # a claim decided on a subpopulation: the whole population's figure
+    design: str = ""  # the smallest effect its n can decide (a fraction: the best its n can show)
+    definitions: dict = field(default_factory=dict)  # the measurement definitions set away from their own
 
     @property
     def passed(self) -> bool:
         return self.verdict == "PASS"
+
+    @property
+    def fragile(self) -> bool:
+        """Whether a declared alternative of a definition gives another verdict."""
+        return any(v != self.verdict for v in self.alternatives.values() if v not in ("-", "NOT-RUN"))
 
     def line(self) -> str:
         return (f"{_PREFIX[self.kind]} {self.cid} {self.verdict} measured={self.measured} interval={self.interval} "
@@ -124,22 +135,27 @@ class Claims:
 
     # ----------------------------------------------------------------- deciding declared claims
     def decide(self, key: str, estimate, /, *, n: int | None = None, left_out: str = "",
-               rival: float | dict | None = None, **fields) -> str:
+               rival: float | dict | None = None, whole=None, **fields) -> str:
         """Decide the declared claim ``key`` (:mod:`icl_lib.claimsets`; its id's fields in
         ``fields``, e.g. ``H=2``) on ``estimate`` (an :class:`~icl_lib.stats.Estimate`) by its
         declared rule, read at the rule's level (an equivalence at 90 %).  ``rival``: the value of
         the declared nearest rival (``{name: value}`` for several), which the interval must then
         exclude.  ``n``: the independent
-        units the estimate rests on (for the size that would decide it).  ``left_out``: who the
-        declared population leaves out, in words (``"9 single-sign runs"``).  A claim not declared
-        for this profile is recorded as ``NOT-RUN``.  Returns the verdict."""
+        units the estimate rests on (for the size that would decide it, and for a fraction the best
+        its n can show).  ``left_out``: who the declared population leaves out, in words (``"9
+        single-sign runs"``); ``whole``: for a claim on a subpopulation, the same measurement over
+        the whole population (an :class:`~icl_lib.stats.Estimate`, a number or a text).  The
+        verdict is also decided under each alternative of the reading definitions its entry uses
+        (:mod:`icl_lib.definitions`).  A claim not declared for this profile is recorded as
+        ``NOT-RUN``.  Returns the verdict."""
         spec = self.declared.get(key)
         cid, quote = spec.fill(**fields)
         if isinstance(spec.rule, str):
             raise ValueError(f"claim={key!r} is invalid for decide(): its rule is {spec.rule!r} in words "
                              "(decide_exact)")
         rule = spec.rule
-        for name, value in _rivals(spec, key, rival).items():
+        rivals = _rivals(spec, key, rival)
+        for name, value in rivals.items():
             rule = rule & Excludes(value, name)
         if self.profile not in spec.profiles:
             return self._not_run(spec, cid, quote, rule.text)
@@ -149,16 +165,19 @@ class Claims:
         decide = _decide_text(at, rule, n, spec.unit, spec.undecided, lean) if verdict == "INCONCLUSIVE" else ""
         self._add(Claim(cid, verdict, format_value(estimate.value), rule.text, quote, self.profile,
                         f"[{format_value(at.lo)},{format_value(at.hi)}]", spec.section, spec.profiles, at.level,
-                        _cell_number(), _known(_known_of(spec, cid, fields)) if verdict != "PASS" else "",
+                        _cell_number(), _known(_known_in(spec, cid, fields, self.profile)) if verdict != "PASS" else "",
                         spec.kind, decide, spec.finding, _source(spec), spec.estimand,
                         _population(spec, left_out), _rival(spec, rival),
-                        decision_share(rule, estimate, verdict), rule.alpha(estimate), lean))
+                        decision_share(rule, estimate, verdict), rule.alpha(estimate), lean,
+                        _reading_alternatives(spec, rule, estimate), _margin(spec, rivals),
+                        _whole(whole), _design(spec.rule, estimate, n, spec.unit), _defs()))
         return verdict
 
-    def decide_exact(self, key: str, passed: bool, measured, /, *, left_out: str = "", **fields) -> str:
+    def decide_exact(self, key: str, passed: bool, measured, /, *, left_out: str = "", whole=None,
+                     **fields) -> str:
         """Decide the declared claim ``key``, whose rule is a condition in words (``"every
         model"``), by the chapter's own comparison ``passed`` (no interval: an exact statement, or
-        every member of a family).  Returns the verdict."""
+        every member of a family).  ``whole``: as in :meth:`decide`.  Returns the verdict."""
         spec = self.declared.get(key)
         cid, quote = spec.fill(**fields)
         expected = spec.rule if isinstance(spec.rule, str) else spec.rule.text
@@ -167,8 +186,9 @@ class Claims:
         verdict = "PASS" if passed else "FAIL"
         self._add(Claim(cid, verdict, format_value(measured), expected.replace(" ", ""), quote, self.profile, "-",
                         spec.section, spec.profiles, None, _cell_number(),
-                        _known(_known_of(spec, cid, fields)) if verdict != "PASS" else "", spec.kind, "",
-                        spec.finding, _source(spec), spec.estimand, _population(spec, left_out), _rival(spec, None)))
+                        _known(_known_in(spec, cid, fields, self.profile)) if verdict != "PASS" else "", spec.kind, "",
+                        spec.finding, _source(spec), spec.estimand, _population(spec, left_out), _rival(spec, None),
+                        whole=_whole(whole), definitions=_defs()))
         return verdict
 
     def cannot_decide(self, key: str, why: str, /, **fields) -> str:
@@ -181,7 +201,8 @@ class Claims:
             return self._not_run(spec, cid, quote, expected)
         self._add(Claim(cid, "INCONCLUSIVE", "-", expected.replace(" ", ""), quote, self.profile, "-", spec.section,
                         spec.profiles, None, _cell_number(), "", spec.kind, " ".join(why.split()), spec.finding,
-                        _source(spec), spec.estimand, _population(spec, ""), _rival(spec, None)))
+                        _source(spec), spec.estimand, _population(spec, ""), _rival(spec, None),
+                        definitions=_defs()))
         return "INCONCLUSIVE"
 
     def _not_run(self, spec, cid: str, quote: str, expected: str) -> str:
@@ -224,6 +245,13 @@ class Claims:
             if c.decide:
                 item += f"; undecided: {c.decide}"
             text += item + "."
+        fragile = [c for c in self.items if c.fragile]
+        if fragile:
+            text += ("\n\nVerdicts that another of the book's declared definitions would change "
+                     "(`icl_lib.definitions`):")
+            for c in fragile:
+                text += f"\n- `{c.cid}` **{c.verdict}**, " + "; ".join(
+                    f"{k}: {v}" for k, v in c.alternatives.items() if v != c.verdict) + "."
         return text
 
     def reported(self) -> list[Claim]:
@@ -272,6 +300,11 @@ class Claims:
         for c in self.items:
             if c.decide:
                 print(f"UNDECIDED {c.cid}: {c.decide}")
+            if c.design and "cannot" in c.design:
+                print(f"DESIGN {c.cid}: {c.design}")
+            if c.fragile:
+                print(f"FRAGILE {c.cid} {c.verdict}: " + "; ".join(
+                    f"{k} gives {v}" for k, v in c.alternatives.items() if v != c.verdict))
         payload = self.payload()
         try:
             from IPython import get_ipython
@@ -315,6 +348,15 @@ def _known_of(spec, cid: str, fields: dict) -> str:
     return known.format(**fields) if known else ""
 
 
+def _known_in(spec, cid: str, fields: dict, profile: str) -> str:
+    """:func:`_known_of` for this build's ``profile``: a report given per profile
+    (``{"paper": text}``) holds in that profile only."""
+    known = spec.known_failure
+    if isinstance(known, dict) and set(known) <= set(PROFILES):
+        return known.get(profile, "")
+    return _known_of(spec, cid, fields)
+
+
 def _source(spec) -> str:
     """Where the rule comes from: the words-to-rules entry, or why it departs from it."""
     if spec.departs:
@@ -351,6 +393,96 @@ def _rival(spec, value) -> str:
         return ", ".join(names)
     values = value if isinstance(value, dict) else {names[0]: value}
     return ", ".join(f"{k} = {format_value(float(values[k]))}" if k in values else k for k in names)
+
+
+def _with_threshold(rule: Rule, old: float, new: float) -> Rule:
+    """``rule`` with every ``Above(old)`` part read as ``Above(new)``."""
+    if isinstance(rule, _All):
+        parts = [_with_threshold(r, old, new) for r in rule.rules]
+        out = parts[0]
+        for r in parts[1:]:
+            out = out & r
+        return out
+    return Above(new) if isinstance(rule, Above) and rule.t == old else rule
+
+
+def _reading_alternatives(spec, rule: Rule, estimate) -> dict:
+    """``{definition=alternative: verdict}`` for the reading definitions of ``spec``'s entry (the
+    0.9 of "consistently", the 0.5 of a one-run observation), decided on the same estimate."""
+    from .words import WORDS
+
+    entry = WORDS.get(spec.word)
+    if entry is None or not entry.definition or spec.departs.strip():
+        return {}
+    d = DEFINITIONS[entry.definition]
+    return {label(d.key, alt): _with_threshold(rule, d.value, alt).verdict(estimate) for alt in d.alternatives}
+
+
+def _claimed(rule: Rule) -> tuple[float, float] | None:
+    """``(claimed value, half-width)`` of an equivalence or window rule (one-sided ``[-inf, b]``:
+    the claimed value 0 of a spread, half-width ``b``)."""
+    parts = rule.rules if isinstance(rule, _All) else (rule,)
+    for r in parts:
+        a, b = getattr(r, "a", None), getattr(r, "b", None)
+        if a is None or type(r).__name__ not in ("Equivalent", "Within"):
+            continue
+        if math.isinf(a):
+            return 0.0, b
+        return (a + b) / 2, (b - a) / 2
+    return None
+
+
+def _margin(spec, rivals: dict) -> str:
+    """For a claim read as an equivalence with its rivals' values: whether its margin follows the
+    margin rule (:data:`~icl_lib.claims.words.MARGIN_RULE`), or why it departs."""
+    if not spec.reads_equivalence or not rivals or isinstance(spec.rule, str):
+        return ""
+    claimed = _claimed(spec.rule)
+    if claimed is None:
+        return ""
+    c, h = claimed
+    name, v = min(rivals.items(), key=lambda kv: abs(kv[1] - c))
+    dist = abs(v - c)
+    if h <= dist / 2:
+        return f"follows the margin rule: half-width {format_value(h)}, nearest rival {name} at {format_value(dist)}"
+    if spec.margin_departs.strip():
+        return f"departs from the margin rule: {' '.join(spec.margin_departs.split())}"
+    return (f"wider than the margin rule: half-width {format_value(h)}, nearest rival {name} at "
+            f"{format_value(dist)} (the interval must exclude it)")
+
+
+def _whole(whole) -> str:
+    """The whole population's figure of a claim decided on a subpopulation, as text."""
+    if whole is None:
+        return ""
+    if isinstance(whole, str):
+        return " ".join(whole.split())
+    if hasattr(whole, "interval") and hasattr(whole, "value"):
+        lo, hi = whole.interval
+        return f"{format_value(whole.value)} [{format_value(lo)},{format_value(hi)}]"
+    return format_value(whole)
+
+
+def _design(rule, estimate, n: int | None, unit: str) -> str:
+    """The best a fraction's ``n`` can show (every unit agreeing), against the rule: whether the
+    design can decide the claim at all."""
+    if not n or estimate.at_size is None or not 0.0 <= estimate.value <= 1.0 or isinstance(rule, str):
+        return ""
+    from ..stats import proportion_ci
+
+    best = proportion_ci(n, n, level=estimate.level)
+    worst = proportion_ci(0, n, level=estimate.level)
+    can_pass = rule.verdict(best) == "PASS" or rule.verdict(worst) == "PASS"
+    bound = best.interval[0] if rule.verdict(best) == "PASS" or not can_pass else worst.interval[1]
+    if can_pass:
+        return f"{n} {unit} can decide it: all {n} agreeing give an interval bound of {format_value(bound)}"
+    return (f"{n} {unit} cannot decide a PASS: all {n} agreeing give an interval bound of "
+            f"{format_value(best.interval[0])}")
+
+
+def _defs() -> dict:
+    """The measurement definitions this run uses away from their own (``{}`` in force)."""
+    return {k: v for k, v in active().items()}
 
 
 def _lean(rule, estimate) -> str:

@@ -83,7 +83,7 @@ UNDECIDED = Estimate(math.nan, -math.inf, math.inf, LEVEL, "not in this grid")  
 
 
 # ------------------------------------------------------------------------------------ one run
-def outcome_codes(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY_TOL) -> tuple[np.ndarray, np.ndarray]:
+def outcome_codes(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The outcome and the number of dummy heads of every snapshot of a history ``KQ (T, H, D, D)``,
     ``OV (T, H, N, D)``, computed at once by the book's one definition of the pattern
     (:func:`~icl_lib.circuits.pattern_kinds`).  Returns ``(outcome (T,) of str, dummies (T,) of
