@@ -35,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from ..definitions import DEFINITIONS, ENV, label
 from ..engine.profiles import SETTINGS
 from ..validate import check_choice
 
@@ -50,14 +51,17 @@ class Recorded:
     """A chapter whose run in ``profile`` is recorded: the library modules (paths under
     ``icl_lib/``; ``None``: every module that computes or decides (:func:`deciding_modules`) but
     those under the folders ``excluded``) and the settings entries of
-    :data:`~icl_lib.engine.profiles.SETTINGS` whose change makes its record stale, and whether the
-    executed notebook is kept and served by the book build (``notebook``)."""
+    :data:`~icl_lib.engine.profiles.SETTINGS` whose change makes its record stale, whether the
+    executed notebook is kept and served by the book build (``notebook``), and the measurement
+    definitions (:mod:`icl_lib.definitions`) under whose alternatives the chapter is executed
+    again, its record keeping each claim's verdict under each (``definitions``)."""
 
     profile: str
     modules: tuple[str, ...] | None
     settings: tuple[str, ...]
     notebook: bool = False
     excluded: tuple[str, ...] = ()
+    definitions: tuple[str, ...] = ()
 
 
 # Chapter 8 (paper 2): its experiments (icl_lib.paper2), the statistics and rules of its claims
@@ -77,7 +81,8 @@ RECORDED: dict[str, Recorded] = {
                  "stats/estimate.py", "stats/intervals.py", "stats/resample.py", "claims/__init__.py",
                  "claims/findings.py", "claims/multiplicity.py", "claims/report.py", "claims/rules.py",
                  "claims/spec.py", "claims/words.py", "claimsets/__init__.py", "claimsets/convergence.py",
-                 "seeding.py", "validate.py", "chapter.py", "chapters/base.py", "chapters/convergence.py", "engine/execution.py",
+                 "seeding.py", "validate.py", "chapter.py", "chapters/base.py", "chapters/convergence.py",
+                 "engine/execution.py", "definitions.py",
                  "figures/curves.py", "figures/style.py"),
         settings=(),
         notebook=True,
@@ -87,11 +92,18 @@ RECORDED: dict[str, Recorded] = {
 # 2's and chapter 8's entry point (none of them imports them; a test checks).  Chapter 9's executed notebook is kept and served
 # too: its descent from every trapped end point of the paper profile takes about half an hour on
 # one core, longer than the whole book build of the others.
+# The chapters that read trained circuits are executed again under each alternative of the
+# definitions of a live head and of the form (3.1); chapter 3, which reads the form along training,
+# also under the band's.
+_CIRCUITS = ("live-head", "live-tol", "shape-tol")
 for _name in ("01_setup", "02_patterns", "03_two_stage_dynamics", "04_ode_phases", "05_optimality",
               "06_anisotropic", "07_multitask", "09_phase_diagram"):
     RECORDED[_name] = Recorded(profile="paper", modules=None, settings=("paper1.train",),
                                excluded=("paper2/", "chapters/convergence.py"),
-                               notebook=_name == "09_phase_diagram")
+                               notebook=_name == "09_phase_diagram",
+                               definitions=(() if _name in ("01_setup", "04_ode_phases") else
+                                            _CIRCUITS + ("kind-band",) if _name == "03_two_stage_dynamics"
+                                            else _CIRCUITS))
 RECORDED = dict(sorted(RECORDED.items()))
 # The library's folders that neither compute a chapter's numbers nor decide its claims: the book's
 # machinery (book/: its plan, execution, records and Sphinx extension), the command line (and
@@ -259,13 +271,14 @@ def record(chapter: str, root: str | Path | None = None, execute=_execute, comma
         if not written.exists():
             raise RuntimeError(f"{name} stopped before its claims ({err}): nothing recorded")
         claims = json.loads(written.read_text())
-    if fingerprint(name, root) != before:
-        raise RuntimeError(f"the code of {name} changed while it ran: nothing recorded; run it again")
     if claims.get("profile") != spec.profile or claims.get("chapter") != name:
         raise RuntimeError(f"the run recorded {claims.get('chapter')!r} in {claims.get('profile')!r}, "
                            f"not {name!r} in {spec.profile!r}")
+    alt_seconds = _alternatives(name, root, spec, claims, env, execute) if err is None else 0.0
+    if fingerprint(name, root) != before:
+        raise RuntimeError(f"the code of {name} changed while it ran: nothing recorded; run it again")
     rec = dict(claims, seconds=round(seconds, 1), command=command or f"python -m icl_lib record run {name}",
-               error=err, fingerprint=before, values=_glued(nb))
+               error=err, fingerprint=before, values=_glued(nb), alternatives_seconds=round(alt_seconds, 1))
     nb_path = notebook_path(name, root)
     if err is None and spec.notebook:
         _write(nb_path, nbformat.writes(nb))
@@ -274,6 +287,31 @@ def record(chapter: str, root: str | Path | None = None, execute=_execute, comma
     path = record_path(name, root)
     _write(path, json.dumps(rec, indent=1) + "\n")
     return path
+
+
+def alternatives_of(spec: Recorded) -> list[tuple[str, object]]:
+    """``(definition, alternative)`` pairs a recorded chapter is executed under."""
+    return [(k, v) for k in spec.definitions for v in DEFINITIONS[k].alternatives]
+
+
+def _alternatives(name: str, root: Path, spec: Recorded, claims: dict, env: dict, execute) -> float:
+    """Execute chapter ``name`` again under each alternative of its measurement definitions and
+    write each claim's verdict under it into ``claims`` (``"-"``: not decided there); returns the
+    seconds they took.  A run that stops before its claims is recorded as ``"error"``."""
+    seconds = 0.0
+    for key, alt in alternatives_of(spec):
+        tag = label(key, alt)
+        with tempfile.TemporaryDirectory(prefix="icl-record-alt-") as tmp:
+            alt_env = dict(env, ICL_CLAIMS_DIR=str(Path(tmp) / "claims"), **{ENV: tag})
+            _, sec, err = execute(root / "book" / f"{name}.ipynb", alt_env)
+            seconds += sec
+            written = Path(tmp) / "claims" / spec.profile / f"{name}.json"
+            verdicts = ({c["cid"]: c["verdict"] for c in json.loads(written.read_text())["claims"]}
+                        if written.exists() else None)
+        for c in claims["claims"]:
+            c.setdefault("alternatives", {})[tag] = ("error" if verdicts is None else verdicts.get(c["cid"], "-"))
+        print(f"  {name} under {tag}: {'stopped: ' + str(err) if verdicts is None else 'recorded'}", flush=True)
+    return seconds
 
 
 def served(notebook: str | Path, profile: str) -> tuple[object, float] | None:

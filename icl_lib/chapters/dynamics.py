@@ -52,12 +52,13 @@ from ..paper1.dynamics.stage_detection import (
     sweep_stages,
 )
 from ..seeding import derive_seed
-from ..stats import affine, proportion_ci, sign_fraction
+from ..stats import affine, median_ci, proportion_ci, sign_fraction
 
 __all__ = [
     "SEEDS", "DynamicsSetup", "affine", "approx_error", "approx_gd_sweep", "ApproxGDConfig", "ApproxLossConfig",
     "attention_norm_study", "changed_parameters", "Claims", "derive_seed", "figures", "gd_estimates", "gd_stages",
-    "gd_statistics", "history_grid", "landscape_mc", "landscape_statistics", "norm_estimates", "norm_statistics",
+    "gd_statistics", "history_grid", "landscape_mc", "landscape_statistics", "median_ci", "norm_estimates",
+    "norm_statistics",
     "observation_runs", "observation_summary", "observation_table", "one_head_optimum", "optimal_eta_vanilla",
     "optimality_estimates", "optimality_table", "proportion_ci", "run_fraction", "s_star", "settle_order_estimate",
     "SETTLE_TOL", "shown_seed", "sign_fraction", "single_sign_end", "stage_detection", "stage_estimates",

@@ -22,7 +22,8 @@ from .. import estimators as est, figures, stats
 from ..chapter import changed_parameters
 from ..claims import Claims
 from ..engine import stack_models, train, train_groups
-from ..paper1.optimality.activations import activation_rates, activation_table, pattern_estimate, rate_spread_estimate
+from ..paper1.optimality.activations import (activation_rates, activation_table, coefficient_spread, pattern_estimate,
+                                             rate_spread_estimate)
 from ..paper1.optimality.experiment import (
     ACTIVATIONS_B2,
     kept_variants,
@@ -62,6 +63,7 @@ from ..seeding import derive_seed
 
 __all__ = [
     "SEEDS", "OptimalitySetup", "activation_rates", "activation_table", "ACTIVATIONS_B2", "bayes_limit_estimate",
+    "coefficient_spread",
     "bayes_ratio_grid", "changed_parameters", "Claims", "closed_form_checks", "derive_seed", "est", "figures",
     "gap_estimate", "gap_values", "group_errors", "kept_variants", "labelled", "LABELS", "learned_rate",
     "length_curves", "length_estimates", "length_table", "linear_estimates", "linear_vs_softmax",

@@ -58,6 +58,13 @@ WORDS: dict[str, Word] = {
                          f"a fraction of seeds of at least {DEFINITIONS['consistently'].value}: its exact interval "
                          f"above {DEFINITIONS['consistently'].value}",
                          ("Above",), DEFINITIONS["consistently"].value, "consistently"),
+    "training does": Word(("the training dynamic", "the training enters", "training process", "during the training",
+                           "the training dynamics", "during training", "along training"),
+                          f"a description of what training does, read over seeds as 'consistently': a fraction "
+                          f"of runs of at least {DEFINITIONS['consistently'].value}, its exact interval above "
+                          f"{DEFINITIONS['consistently'].value} (for the order of two events in a run, the share "
+                          "of untied runs in that order)", ("Above",), DEFINITIONS["consistently"].value,
+                          "consistently"),
     "every": Word(("every", "for all", "throughout", "always", "each", "all", "any", "still hold", "persists",
                    "continues", "keeps"),
                   "every seed, run or member: counted exactly, or the interval of the worst member above or below "
@@ -69,7 +76,7 @@ WORDS: dict[str, Word] = {
     "typically": Word(("typically", "mostly", "in most cases", "often"),
                       "a majority of seeds: the fraction's exact interval above 0.5", ("Above",), 0.5),
     "we observe": Word(("we observe", "in our experiment", "figure", "as shown", "examination of", "we found",
-                        "effectively captures", "exhibit"),
+                        "exhibit"),
                        f"a paper's observation of one run, read over seeds as what training typically gives: the "
                        f"fraction of seeds that show it, its exact interval above {DEFINITIONS['one-run'].value}",
                        ("Above",), DEFINITIONS["one-run"].value, "one-run"),
@@ -92,7 +99,7 @@ WORDS: dict[str, Word] = {
                            f"equivalence to the optimum within a margin ({_EQUIV}), the next-best predictor (the "
                            "nearest rival) excluded by the interval", ("Equivalent",), rival=True),
     "equals": Word(("equals", "equal to", "coincides", "holds", "implements", "is the", "are the", "lies within",
-                    "fall into", "converges to", "approaches"),
+                    "fall into", "converges to", "approaches", "corresponds to", "tends to"),
                    f"an identity: the measured ratio or difference in a tight window around the identity's value (1 "
                    f"or 0; {_EQUIV}), not a window on a slope, the nearest rival excluded by the interval",
                    ("Equivalent", "Within"), rival=True),
@@ -111,6 +118,7 @@ WORDS: dict[str, Word] = {
                           "factor 2 where the paper gives none", ("Above", "Below")),
     "larger than": Word(("larger", "smaller", "outperforms", "beats", "better", "before", "after", "decreases",
                          "increases", "falls", "vanishing", "closer", "higher", "lower", "early", "quickly", "until",
+                         "particularly well",
                          "concentrates", "rely on", "limiting", "continues to", "first", "sharply"),
                         "an order: the interval of the difference or ratio on one side (of 0, of 1, or of a stated "
                         "margin); the order of two events in a run, a fraction above 0.5 (a sign test)",

@@ -106,14 +106,16 @@ def dummy_fraction(patterns: Sequence[PatternSummary], level: float = LEVEL, amo
 def end_states(runs: Mapping[str, Sequence[Run]]) -> dict[str, dict]:
     """Per setting of ``runs`` (``{name: [runs]}``): ``"seeds"``, ``"pos/neg"`` (how many end in the
     positive/negative pattern), ``"eta"`` (the median learned rate over those, with its
-    order-statistic interval; unbounded with fewer than six) and ``"omega"`` (each such model's
-    mean ``|omega_h|`` over its live heads, :func:`group_scales`).  Chapter 2."""
+    order-statistic interval; unbounded with fewer than six), ``"eta all"`` (the same over every
+    model) and ``"omega"`` (each such model's mean ``|omega_h|`` over its live heads,
+    :func:`group_scales`).  Chapter 2."""
     out = {}
     for name, rs in runs.items():
         ps = [r.pattern() for r in rs]
         pn = [p for p in ps if p.kind == "pos/neg"]
         eta = median_ci([p.eta for p in pn]) if pn else Estimate(float("nan"), -float("inf"), float("inf"))
-        out[name] = {"seeds": len(ps), "pos/neg": len(pn), "eta": eta, "omega": group_scales(pn)["omega"]}
+        out[name] = {"seeds": len(ps), "pos/neg": len(pn), "eta": eta, "eta all": median_ci([p.eta for p in ps]),
+                     "omega": group_scales(pn)["omega"]}
     return out
 
 
