@@ -28,7 +28,7 @@ MATHJAX_OUT   := $(MATHJAX_DIR)/html/_static/mathjax
 MATHJAX_STAMP := $(MATHJAX_DIR)/.installed-$(MATHJAX_PKG)
 MATHJAX_SRC    = $(MATHJAX_DIR)/npm/node_modules/mathjax/es5
 
-.PHONY: install test unit nbval book mathjax browser-test bench gpu-check paper-runs paper-records clean clean-cache
+.PHONY: install test unit nbval book mathjax browser-test bench gpu-check paper-runs paper-records seeds-check clean clean-cache
 
 install: $(STAMP)
 
@@ -87,6 +87,12 @@ browser-test: install
 
 bench: install
 	$(PY) -m icl_lib.tools.bench
+
+# Every chapter in quick at three other seeds and one other shape: every FAIL must be one the
+# chapter reports (icl_lib/tools/seeds_check.py; about an hour on two cores).
+SEEDS_CHECK_OUT ?= _build/seeds-check
+seeds-check: install
+	$(PY) -m icl_lib.tools.seeds_check --out $(SEEDS_CHECK_OUT)
 
 # On a machine with a CUDA device: CUDA tests, benchmark with and without CUDA graphs, a chapter
 # executed on the GPU, a few minutes of store export (.ci/gpu-check).

@@ -364,5 +364,12 @@ def main_record(action: str, chapter: str | None) -> int:
         command = f"python -m icl_lib record run {name}"
         path = record(name, command=command)
         print(f"recorded {name} in {path}", flush=True)
+    from . import ledger
+
+    if ledger.append():
+        moved = ledger.uncovered(ledger.load())
+        print(f"the records' ledger ({ledger.LEDGER}) has a new state; verdicts moved without an entry on the "
+              f"rule-change page: {len(moved)}" + "".join(f"\n  {m.chapter} {m.cid}: {m.before} -> {m.after}"
+                                                          for m in moved))
     print(describe())
     return 0

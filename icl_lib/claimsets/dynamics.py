@@ -14,7 +14,8 @@ __all__ = ["CLAIMS"]
 
 P1 = dict(kind="paper")
 _PN = "pattern runs"
-_MORE = "more than the run store's 36 seeds per head count (500,000 Adam steps each) are not trained"
+_MORE = ("more than the run store's seeds (36 per head count, 52 two-head and 40 three-head with chapter 2's sample "
+         "extension; 500,000 Adam steps each) are not trained")
 _Q = "the quick profile's 4,000 steps end before some runs with more heads finish Stage II (the stage table)"
 
 CLAIMS = ChapterClaims("03_two_stage_dynamics", (

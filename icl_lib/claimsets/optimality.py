@@ -15,7 +15,8 @@ __all__ = ["CLAIMS"]
 
 P1 = dict(kind="paper")
 _PN = "pattern runs"
-_MORE = "more than the run store's 36 seeds per head count (500,000 Adam steps each) are not trained"
+_MORE = ("more than the run store's seeds (36 per head count, 52 two-head and 40 three-head with chapter 2's sample "
+         "extension; 500,000 Adam steps each) are not trained")
 _ACT = "more than the run store's 12 seeds per activation (500,000 Adam steps each) are not trained"
 _XI = "more than the run store's seeds per xi (500,000 Adam steps each, at d = 8) are not trained"
 _CHECK = dict(kind="check", finding="checks-derivations", population="not seeds", unit="test prompts",

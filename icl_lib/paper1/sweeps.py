@@ -79,15 +79,18 @@ def as_heads(heads: int | Sequence[int], hi: int = 256) -> list[int]:
 
 
 def heads_sweep_specs(
-    heads: int | Sequence[int], seeds: int, seed: int, data: DataConfig, train_cfg: TrainConfig, **model_kw
+    heads: int | Sequence[int], seeds: int, seed: int, data: DataConfig, train_cfg: TrainConfig,
+    extra: dict[int, int] | None = None, **model_kw
 ) -> list[RunSpec]:
-    """One :class:`RunSpec` per (H, k) with run seed ``seed + k``, ``k < seeds``, ordered by H then k."""
+    """One :class:`RunSpec` per (H, k) with run seed ``seed + k``, ``k < seeds`` (``k < seeds +
+    extra[H]`` for a head count given more seeds, a sample extension), ordered by H then k."""
     seeds = check_int("seeds", seeds, 1, 10_000)
     seed = check_int("seed", seed, 0)
+    extra = {int(H): check_int(f"extra[{H}]", n, 0, 10_000) for H, n in (extra or {}).items()}
     return [
         RunSpec(data=data, model=ModelConfig(heads=H, **model_kw), train=train_cfg, seed=seed + k)
         for H in as_heads(heads)
-        for k in range(seeds)
+        for k in range(seeds + extra.get(H, 0))
     ]
 
 

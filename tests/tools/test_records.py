@@ -271,3 +271,44 @@ def test_a_current_record_publishes_the_chapter_in_paper_and_the_build_serves_it
     monkeypatch.setenv("ICL_BOOK_PROFILE", "")
     monkeypatch.setenv("ICL_PROFILE", "quick")  # a quick build executes the chapter: no record of quick
     assert bookexec._serve_record(cache, source, None) is False
+
+
+def test_a_record_keeps_each_claims_verdict_under_each_declared_alternative(tmp_path, monkeypatch):
+    """A chapter that reads trained circuits is executed again under each alternative of its
+    measurement definitions (ICL_DEFINITIONS set for the kernel); each claim keeps the verdict
+    every one gives, and a claim an alternative does not decide is marked "-"."""
+    name = "02_patterns"
+    (tmp_path / "book").mkdir()
+    shutil.copy(ROOT / "book" / f"{name}.ipynb", tmp_path / "book")
+    shutil.copytree(ROOT / "icl_lib", tmp_path / "icl_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    seen = []
+
+    def execute(notebook, env):
+        import os
+
+        alt = env.get("ICL_DEFINITIONS", "")
+        seen.append(alt)
+        os.environ["ICL_CLAIMS_DIR"] = env["ICL_CLAIMS_DIR"]
+        monkeypatch.setenv("ICL_DEFINITIONS", alt)
+        try:
+            c = Declaring(name, "paper", device="cpu")
+            value = 0.4 if alt == "live-head=both" else 0.6  # the earlier rule would fail the claim
+            c.test("x", Estimate(value, value - 0.05, value + 0.05), Above(0.5), "s")
+            if not alt.startswith("shape-tol"):
+                c.test("y", Estimate(0.9, 0.8, 1.0), Above(0.5), "s")
+            c.report()
+        finally:
+            os.environ.pop("ICL_CLAIMS_DIR")
+            monkeypatch.delenv("ICL_DEFINITIONS")
+        return nbformat.read(str(notebook), as_version=4), 4.0, None
+
+    records.record(name, tmp_path, execute=execute)
+    expected = [records.label(k, v) for k, v in records.alternatives_of(records.RECORDED[name])]
+    assert seen == [""] + expected
+    rec = records.load(name, tmp_path)
+    x = next(c for c in rec["claims"] if c["cid"] == "x")
+    y = next(c for c in rec["claims"] if c["cid"] == "y")
+    assert x["verdict"] == "PASS" and x["alternatives"]["live-head=both"] == "FAIL"
+    assert all(v == "PASS" for k, v in x["alternatives"].items() if k != "live-head=both")
+    assert y["alternatives"]["shape-tol=0.35"] == "-" and y["alternatives"]["live-tol=0.1"] == "PASS"
+    assert rec["alternatives_seconds"] == 4.0 * len(expected)
