@@ -37,9 +37,10 @@ class Move:
     state: str  # the state in which it moved
 
 
-def ledger_path(root: str | Path | None = None) -> Path:
-    from .records import ROOT
+ROOT = Path(__file__).resolve().parents[2]  # the project checkout: book/, icl_lib/, results/
 
+
+def ledger_path(root: str | Path | None = None) -> Path:
     return (Path(root) if root is not None else ROOT) / LEDGER
 
 
@@ -51,8 +52,6 @@ def load(root: str | Path | None = None) -> list[dict]:
 
 def current(root: str | Path | None = None, profile: str = "paper") -> dict[str, str]:
     """``{"chapter:cid": verdict}`` of the committed records of ``profile`` now."""
-    from .records import ROOT
-
     folder = (Path(root) if root is not None else ROOT) / "results" / "records" / profile
     out = {}
     for f in sorted(folder.glob("*.json")):
@@ -130,8 +129,6 @@ def history(root: str | Path | None = None, profile: str = "paper") -> list[dict
     commit that changed them and moved a verdict, each chapter's claims carried forward until its
     record changes; ``None`` where the history is not available (no ``git``, a shallow clone)."""
     import subprocess
-
-    from .records import ROOT
 
     root = Path(root) if root is not None else ROOT
     folder = f"results/records/{profile}"

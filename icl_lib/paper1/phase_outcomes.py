@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..circuits import DUMMY_TOL, PATTERNS, SHAPE_TOL, effective_rate, pattern_kinds
+from ..circuits import PATTERNS, SHAPE_TOL, effective_rate, pattern_kinds
 from ..config import DataConfig
 from ..engine import Run
 from ..engine.run import stack_models
