@@ -31,11 +31,14 @@ def _known_of(spec, cid: str, fields: dict) -> str:
 
 
 def _known_in(spec, cid: str, fields: dict, profile: str) -> str:
-    """:func:`_known_of` for this build's ``profile``: a report given per profile
-    (``{"paper": text}``) holds in that profile only."""
+    """:func:`_known_of` for this build's ``profile``: a report given per profile (``{"paper":
+    text}``, or ``{id: {"paper": text}}`` for a claim of several ids) holds in that profile only."""
     known = spec.known_failure
-    if isinstance(known, dict) and set(known) <= set(PROFILES):
+    if isinstance(known, dict) and known and set(known) <= set(PROFILES):
         return known.get(profile, "")
+    text = known.get(cid, "") if isinstance(known, dict) else None
+    if isinstance(text, dict):
+        return text.get(profile, "")
     return _known_of(spec, cid, fields)
 
 

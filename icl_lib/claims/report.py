@@ -281,12 +281,14 @@ class Claims:
         }
 
     def table(self):
+        """The chapter's claims, narrow enough for the page: the claim, its verdict, the measurement
+        with its interval and the rule (the dashboard shows the statements, populations, rivals and
+        sources beside them)."""
         import pandas as pd
 
-        return pd.DataFrame([{"claim": c.cid, "verdict": c.verdict, "measured": c.measured, "interval": c.interval,
-                              "expected": c.expected, "population": c.population, "finding": c.finding,
-                              "reported": c.known_failure, "kind": c.kind, "section": c.section,
-                              "statement": c.statement} for c in self.items])
+        return pd.DataFrame([{"claim": c.cid, "verdict": c.verdict,
+                              "measured [interval]": c.measured + ("" if c.interval == "-" else f" {c.interval}"),
+                              "rule": c.expected} for c in self.items])
 
     def report(self) -> None:
         """Print the ``CLAIM`` lines, display the table, record the claims, and -- in the chapter's
@@ -319,7 +321,7 @@ class Claims:
 
             import pandas as pd
 
-            with pd.option_context("display.max_colwidth", None):  # the statements in full
+            with pd.option_context("display.max_colwidth", 60):
                 display(self.table())
             if get_ipython() is not None:  # the same claims as JSON, for the book's dashboard
                 record = {"scrapbook": {"name": CLAIMS_GLUE_KEY, "mime_prefix": _GLUE_PREFIX}}

@@ -82,7 +82,8 @@ class ClaimSpec:
         object.__setattr__(self, "profiles", profiles)
         known = self.known_failure
         if not isinstance(known, (str, dict)) or (isinstance(known, str) and known and not known.strip()):
-            fail("known_failure", known, f"a report in words, {{id: report}} or empty (claim {self.id!r})")
+            fail("known_failure", known, f"a report in words, {{profile: report}}, {{id: report}}, {{id: "
+                                         f"{{profile: report}}}} or empty (claim {self.id!r})")
         if self.written and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", self.written):
             fail("written", self.written, "a date YYYY-MM-DD")
         from .findings import FINDINGS

@@ -42,7 +42,7 @@ CLAIMS = ChapterClaims("03_two_stage_dynamics", (
               finding="p1-two-stage", rule=Above(0.9), word="training does",
               estimand="the fraction of the pattern's H-head runs in which both Stage I and Stage II are found",
               population=_PN, unit="runs in the pattern", undecided=_MORE,
-              known_failure={"stages-reached-H3": _Q, "stages-reached-H4": _Q}, **P1),
+              known_failure={"stages-reached-H3": {"quick": _Q}, "stages-reached-H4": {"quick": _Q}}, **P1),
     ClaimSpec("manifold-slide-H{H}", "Finally, [·]'s fall into the solution manifold in (4.5) defined by scale of "
               "[·] (H = {H})", "P1 §4.2 (4.5)", finding="p1-two-stage", rule=Within(-1.25, -0.75),
               word="of order", rival="OV-fixed",

@@ -75,6 +75,8 @@ def _verdict_cell(c: dict) -> list[nodes.Node]:
         cell.append(note)
     if c.get("decide"):
         cell.append(nodes.inline(text=f" undecided: {c['decide']}", classes=["icl-decide"]))
+    if c.get("design") and "cannot" in c["design"]:
+        cell.append(nodes.inline(text=f" design: {c['design']}", classes=["icl-design"]))
     fragile = fragile_of(c)
     if fragile:
         cell.append(nodes.inline(text=" fragile: " + "; ".join(f"{k} gives {v}" for k, v in fragile.items()),
