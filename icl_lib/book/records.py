@@ -79,7 +79,7 @@ RECORDED: dict[str, Recorded] = {
                  "paper2/loss.py", "paper2/manifold.py", "paper2/monte_carlo.py", "paper2/regulariser.py",
                  "stats/__init__.py", "stats/combine.py", "stats/decide.py",
                  "stats/estimate.py", "stats/intervals.py", "stats/resample.py", "claims/__init__.py",
-                 "claims/findings.py", "claims/multiplicity.py", "claims/report.py", "claims/rules.py",
+                 "claims/decision.py", "claims/findings.py", "claims/multiplicity.py", "claims/report.py", "claims/rules.py",
                  "claims/spec.py", "claims/words.py", "claimsets/__init__.py", "claimsets/convergence.py",
                  "seeding.py", "validate.py", "chapter.py", "chapters/base.py", "chapters/convergence.py",
                  "engine/execution.py", "definitions.py",
