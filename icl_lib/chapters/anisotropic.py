@@ -27,23 +27,32 @@ from ..paper1.anisotropic.learned import (
     circuit_table,
     distance_sweep,
     head_split_histories,
+    initial_spread_rival,
     inverse_distances,
     ov_magnitude_estimate,
+    ov_magnitude_rival,
     ov_magnitudes,
     preconditioner_values,
     split_at,
     split_floor,
     sweep_estimates,
 )
-from ..paper1.anisotropic.model_losses import length_losses, loss_estimates, loss_summary, paired_losses
+from ..paper1.anisotropic.model_losses import (
+    length_losses,
+    loss_estimates,
+    loss_summary,
+    paired_losses,
+    plain_gd_rival,
+)
 from ..paper1.anisotropic.preconditioner import optimal_preconditioner, reference_values, risk_check, risk_estimates
 from ..stats import median_ci, ratio
 
 __all__ = [
     "SEEDS", "AnisotropicSetup", "b3_estimates", "changed_parameters", "circuit_table", "Claims", "DataConfig",
-    "distance_sweep", "effective_preconditioner", "figures", "head_split_histories", "inverse_distances",
-    "length_losses", "loss_estimates", "loss_summary", "median_ci", "optimal_preconditioner",
-    "ov_magnitude_estimate", "ov_magnitudes", "paired_losses", "pos_neg_runs", "preconditioner_values", "ratio",
+    "distance_sweep", "effective_preconditioner", "figures", "head_split_histories", "initial_spread_rival",
+    "inverse_distances", "length_losses", "loss_estimates", "loss_summary", "median_ci", "optimal_preconditioner",
+    "ov_magnitude_estimate", "ov_magnitude_rival", "ov_magnitudes", "paired_losses", "plain_gd_rival",
+    "pos_neg_runs", "preconditioner_values", "ratio",
     "reference_values", "risk_check", "risk_estimates", "split_at", "split_floor", "sweep_estimates",
     "train_groups", "training_summary",
 ]
