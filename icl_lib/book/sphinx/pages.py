@@ -375,14 +375,18 @@ def _rule_changes(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
 
 def _store_summary(app: Sphinx) -> dict[str, str]:
     """Per chapter, what the committed run store holds of its paper-profile runs (trained once on a
-    GPU): ``"24 of 24 runs stored, trained on cuda (...), <date>"`` or ``"0 of 24 runs stored"``."""
+    GPU): ``"24 of 24 runs stored, trained on cuda (...), <date>"`` or ``"0 of 24 runs stored"``;
+    nothing for a book built outside a checkout (no ``book/`` beside its configuration)."""
     if not hasattr(app, "icl_store_summary"):
         from icl_lib.book import plan
         from icl_lib.book.plan_training import store_summary
 
         book = Path(app.srcdir) / "book"
+        if not book.exists():  # a book built outside a checkout has no run store of its own
+            app.icl_store_summary = {}
+            return app.icl_store_summary
         try:
-            app.icl_store_summary = store_summary(plan.book_plan("paper", book if book.exists() else plan.BOOK))
+            app.icl_store_summary = store_summary(plan.book_plan("paper", book))
         except Exception as err:  # noqa: BLE001 - the status page says so instead of failing the build
             logger.warning(f"run store summary unavailable: {err}", type="icl", subtype="store")
             app.icl_store_summary = {}
