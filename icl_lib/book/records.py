@@ -39,9 +39,9 @@ from ..definitions import DEFINITIONS, ENV, label
 from ..engine.profiles import SETTINGS
 from ..validate import check_choice
 
-__all__ = ["ROOT", "RECORDED", "Recorded", "NOT_DECIDING", "record_path", "fingerprint", "load", "status", "record",
-           "select", "select_many", "deciding_modules", "modules_of", "describe", "main_record", "notebook_path",
-           "served"]
+__all__ = ["ROOT", "RECORDED", "Recorded", "NOT_DECIDING", "TRAINING_ONLY", "record_path", "fingerprint", "load",
+           "status", "record", "select", "select_many", "deciding_modules", "modules_of", "describe", "main_record",
+           "notebook_path", "served", "alternatives_of"]
 
 ROOT = Path(__file__).resolve().parents[2]  # the project checkout: book/, icl_lib/, results/
 
@@ -79,10 +79,10 @@ RECORDED: dict[str, Recorded] = {
                  "paper2/loss.py", "paper2/manifold.py", "paper2/monte_carlo.py", "paper2/regulariser.py",
                  "stats/__init__.py", "stats/combine.py", "stats/decide.py",
                  "stats/estimate.py", "stats/intervals.py", "stats/resample.py", "claims/__init__.py",
-                 "claims/decision.py", "claims/findings.py", "claims/multiplicity.py", "claims/report.py", "claims/rules.py",
-                 "claims/spec.py", "claims/words.py", "claimsets/__init__.py", "claimsets/convergence.py",
+                 "claims/decision.py", "claims/findings.py", "claims/multiplicity.py", "claims/report.py",
+                 "claims/rules.py", "claims/spec.py", "claims/words.py", "claimsets/__init__.py", "claimsets/convergence.py",
                  "seeding.py", "validate.py", "chapter.py", "chapters/base.py", "chapters/convergence.py",
-                 "engine/execution.py", "definitions.py",
+                 "definitions.py",
                  "figures/curves.py", "figures/style.py"),
         settings=(),
         notebook=True,
@@ -107,8 +107,13 @@ for _name in ("01_setup", "02_patterns", "03_two_stage_dynamics", "04_ode_phases
 RECORDED = dict(sorted(RECORDED.items()))
 # The library's folders that neither compute a chapter's numbers nor decide its claims: the book's
 # machinery (book/: its plan, execution, records and Sphinx extension), the command line (and
-# `python -m icl_lib`) and the benchmark, and the figures (a claims-only record shows no figure).
-NOT_DECIDING = ("book/", "tools/", "figures/", "__main__.py")
+# `python -m icl_lib`) and the benchmark, the figures (a claims-only record shows no figure), and
+# the engine's training-only parts: the fused CPU kernels and the choice of device and backend.  A
+# recorded chapter evaluates the runs of a complete run store, whose keys carry the model code's
+# version (a change of the trained numbers makes every stored run stale, and the chapter is then
+# published in quick until they are trained again); the kernels that trained them run no step there.
+TRAINING_ONLY = ("engine/fused", "engine/execution.py")
+NOT_DECIDING = ("book/", "tools/", "figures/", "__main__.py", *TRAINING_ONLY)
 
 
 def _root(root) -> Path:
@@ -199,7 +204,9 @@ def status(chapter: str, root: str | Path | None = None) -> dict:
     if rec is None:
         return {"record": None, "changed": [], "current": False}
     now, then = fingerprint(chapter, root), rec.get("fingerprint", {})
-    changed = sorted(p for p in set(now) | set(then) if now.get(p) != then.get(p))
+    # a part the record has and the fingerprint no longer follows (a module declared not deciding
+    # since) cannot make it stale; every part it follows must be as it was
+    changed = sorted(p for p in now if now[p] != then.get(p))
     return {"record": rec, "changed": changed, "current": not changed}
 
 

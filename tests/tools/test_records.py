@@ -200,12 +200,15 @@ def _icl_imports(path: Path) -> set[str]:
 def test_the_recorded_modules_cover_every_module_they_import():
     """Adding an import of another icl_lib module to a recorded module must add it to RECORDED
     (or its change would go unnoticed).  Left out on purpose: engine/profiles.py (its settings
-    entry is fingerprinted), config.py and version.py (the device name, the version string); and for a
+    entry is fingerprinted), config.py and version.py (the device name, the version string),
+    the engine's training-only parts (records.TRAINING_ONLY: they compute no number of a record
+    evaluated from the run store); and for a
     claims-only record the figures a chapter's entry point gives it (they decide no claim)."""
     for name, spec in records.RECORDED.items():
         declared = set(records.modules_of(name))
         imported = set().union(*(_icl_imports(ROOT / "icl_lib" / m) for m in declared))
         missing = imported - declared - {"engine/profiles.py", "config.py", "version.py"}
+        missing = {m for m in missing if not m.startswith(records.TRAINING_ONLY)}
         if spec.modules is None and not spec.notebook:  # a claims-only record: figures decide nothing
             missing = {m for m in missing if not m.startswith(records.NOT_DECIDING)}
         assert not missing, f"{name}: {sorted(missing)} missing from RECORDED"
@@ -312,3 +315,18 @@ def test_a_record_keeps_each_claims_verdict_under_each_declared_alternative(tmp_
     assert all(v == "PASS" for k, v in x["alternatives"].items() if k != "live-head=both")
     assert y["alternatives"]["shape-tol=0.35"] == "-" and y["alternatives"]["live-tol=0.1"] == "PASS"
     assert rec["alternatives_seconds"] == 4.0 * len(expected)
+
+
+def test_a_part_no_longer_followed_leaves_a_record_current_and_every_followed_part_must_match(checkout):
+    """A record made while a module was fingerprinted stays current once that module is declared
+    not to decide (it no longer follows it); a part it follows that changed, or that it lacks,
+    makes it stale."""
+    records.record(CH8, checkout, execute=_fake_run())
+    path = records.record_path(CH8, checkout)
+    rec = json.loads(path.read_text())
+    rec["fingerprint"]["icl_lib/engine/fused_kernels.py"] = "0" * 64  # a module no longer followed
+    path.write_text(json.dumps(rec))
+    assert records.status(CH8, checkout)["current"]
+    del rec["fingerprint"]["icl_lib/paper2/fits.py"]  # a followed part the record lacks
+    path.write_text(json.dumps(rec))
+    assert records.status(CH8, checkout)["changed"] == ["icl_lib/paper2/fits.py"]
