@@ -40,7 +40,8 @@ from ..engine.profiles import SETTINGS
 from ..validate import check_choice
 
 __all__ = ["ROOT", "RECORDED", "Recorded", "NOT_DECIDING", "TRAINING_ONLY", "record_path", "fingerprint", "load",
-           "status", "record", "select", "select_many", "deciding_modules", "modules_of", "describe", "main_record",
+           "status", "record", "select", "select_many", "deciding_modules", "modules_of", "imported_modules",
+           "import_closure", "describe", "main_record",
            "notebook_path", "served", "alternatives_of"]
 
 ROOT = Path(__file__).resolve().parents[2]  # the project checkout: book/, icl_lib/, results/
@@ -127,16 +128,71 @@ def deciding_modules(root: str | Path | None = None) -> tuple[str, ...]:
     return tuple(sorted(p for p in paths if not p.startswith(NOT_DECIDING) and "__pycache__" not in p))
 
 
+def _module_file(base: Path, parts: list[str]) -> Path | None:
+    cand = base.joinpath(*parts) if parts else base
+    for path in (cand.with_suffix(".py"), cand / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def imported_modules(path: Path, base: Path) -> set[str]:
+    """The modules of ``icl_lib`` (paths under ``base``, its folder) that the module at ``path``
+    imports, anywhere in it (inside functions too): ``from .x import y`` names ``x/y.py`` where
+    ``y`` is a submodule, ``x.py`` (or ``x/__init__.py``) otherwise."""
+    pkg = list(path.relative_to(base).parent.parts)
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = pkg[: len(pkg) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.split(".")[0] == "icl_lib":
+                parts = node.module.split(".")[1:]
+            else:
+                continue
+            for alias in node.names:
+                target = _module_file(base, parts + [alias.name]) or _module_file(base, parts)
+                if target is not None:
+                    found.add(str(target.relative_to(base)))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "icl_lib":
+                    target = _module_file(base, alias.name.split(".")[1:])
+                    if target is not None:
+                        found.add(str(target.relative_to(base)))
+    return found
+
+
+def import_closure(starts, root: str | Path | None = None) -> set[str]:
+    """The modules ``starts`` (paths under ``icl_lib/``) and every module they import, at any depth."""
+    base = _root(root) / "icl_lib"
+    todo, seen = [s for s in starts if (base / s).is_file()], set()
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        todo += [i for i in imported_modules(base / m, base) if i not in seen]
+    return seen
+
+
 def modules_of(chapter: str, root: str | Path | None = None) -> tuple[str, ...]:
-    """The library modules whose change makes ``chapter``'s record stale."""
-    spec = RECORDED[select(chapter)]
+    """The library modules whose change makes ``chapter``'s record stale: those declared in
+    :data:`RECORDED`, or every module the chapter's code can run -- its entry point
+    (``chapters/<topic>.py``, the one module a chapter imports), its claims' declarations and the
+    claims machinery, and every module they import at any depth -- but :data:`NOT_DECIDING` (the
+    figures decide a record whose executed notebook the book serves)."""
+    from ..claimsets import MODULES
+
+    name = select(chapter)
+    spec = RECORDED[name]
     if spec.modules is not None:
         return spec.modules
-    mods = deciding_modules(root)
-    if spec.notebook:  # a served notebook shows its figures: the code that draws them decides it too
-        base = _root(root) / "icl_lib"
-        mods += tuple(sorted(str(p.relative_to(base)) for p in (base / "figures").glob("*.py")))
-    return tuple(m for m in mods if not m.startswith(spec.excluded))
+    topic = MODULES[name]
+    mods = import_closure([f"chapters/{topic}.py", f"claimsets/{topic}.py", "claimsets/__init__.py",
+                           "claims/__init__.py"], root)
+    keep = (lambda m: not m.startswith(NOT_DECIDING) or (spec.notebook and m.startswith("figures/")))
+    return tuple(sorted(m for m in mods if keep(m) and not m.startswith(spec.excluded)))
 
 
 def select_many(chapters: str) -> list[str]:

@@ -158,6 +158,9 @@ def test_a_claims_only_record_keeps_no_notebook_and_follows_every_deciding_modul
     mods = records.modules_of(name, tmp_path)
     assert "stats/intervals.py" in mods and "paper1/sweeps.py" in mods and "engine/store.py" in mods
     assert not any(m.startswith(("tools/", "figures/", "paper2/")) for m in mods)
+    # it follows what its entry point and its claims import, not another chapter's declarations
+    assert "claimsets/patterns.py" in mods and "claimsets/optimality.py" not in mods
+    assert "chapters/patterns.py" in mods and "chapters/phase_diagram.py" not in mods
 
     def execute(notebook, env):
         import os
@@ -181,22 +184,6 @@ def test_a_claims_only_record_keeps_no_notebook_and_follows_every_deciding_modul
     assert records.select_many("02, 08") == [name, CH8] and records.select_many("all") == list(records.RECORDED)
 
 
-def _icl_imports(path: Path) -> set[str]:
-    """The icl_lib modules (paths under icl_lib/) that the module at ``path`` imports."""
-    rel = path.relative_to(ROOT / "icl_lib")
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = list(rel.parent.parts)[: len(rel.parent.parts) - (node.level - 1)]
-            parts = base + (node.module.split(".") if node.module else [])
-            cand = ROOT / "icl_lib" / Path(*parts) if parts else ROOT / "icl_lib"
-            targets = [cand.with_suffix(".py")] if cand.with_suffix(".py").exists() else [cand / "__init__.py"]
-            if not node.module:  # "from . import x": the submodules named
-                targets = [cand / f"{a.name}.py" for a in node.names]
-            found |= {str(t.relative_to(ROOT / "icl_lib")) for t in targets if t.exists()}
-    return found
-
-
 def test_the_recorded_modules_cover_every_module_they_import():
     """Adding an import of another icl_lib module to a recorded module must add it to RECORDED
     (or its change would go unnoticed).  Left out on purpose: engine/profiles.py (its settings
@@ -206,7 +193,7 @@ def test_the_recorded_modules_cover_every_module_they_import():
     claims-only record the figures a chapter's entry point gives it (they decide no claim)."""
     for name, spec in records.RECORDED.items():
         declared = set(records.modules_of(name))
-        imported = set().union(*(_icl_imports(ROOT / "icl_lib" / m) for m in declared))
+        imported = set().union(*(records.imported_modules(ROOT / "icl_lib" / m, ROOT / "icl_lib") for m in declared))
         missing = imported - declared - {"engine/profiles.py", "config.py", "version.py"}
         missing = {m for m in missing if not m.startswith(records.TRAINING_ONLY)}
         if spec.modules is None and not spec.notebook:  # a claims-only record: figures decide nothing
