@@ -75,7 +75,11 @@ CLAIMS = ChapterClaims("05_optimality", (
               rival="first order",
               estimand="the median over the pattern's two-head models of the slope of log RMS(model - its debiased "
               "GD) on log|omega| along training, from a tenth of it on", population=_PN,
-              unit="two-head runs in the pattern", undecided=_MORE, profiles=("paper",), **P1),
+              unit="two-head runs in the pattern", undecided=_MORE, profiles=("paper",),
+              known_failure="below the window in the paper profile: along training the trained heads' error from "
+                            "their debiased GD falls about as omega, not omega^2 (the slope of each run in the table "
+                            "of the linearisation section); over the second half of training omega moves by a "
+                            "factor of about 1.5 and the error has a floor, which flatten the slope", **P1),
     ClaimSpec("bayes-ratio-limit-formula", "proportional-regime limits of the debiased GD and Bayes risks (the "
               "book's closed forms at finite size)", "P1 Thm 4.2 (iii), F.3", kind="check",
               finding="checks-derivations", rule=Below(0.05), population="not seeds",
