@@ -36,7 +36,7 @@ from ..stats import LEVEL, Estimate, median_ci, proportion_ci
 from ..validate import check_choice, check_int
 
 __all__ = ["ALTERNATIVES", "FIRST_SEED", "SGD_LR", "alternative_configs", "sensitivity_specs", "train_sensitivity",
-           "group_scales", "dummy_fraction", "end_states", "end_state_table"]
+           "group_scales", "model_scales", "dummy_fraction", "end_states", "end_state_table"]
 
 SGD_LR = 0.03  # plain SGD's rate (see the module's docstring)
 FIRST_SEED = 2000  # the sensitivity runs' first seed: fresh (chapter 2 uses seeds below 100, chapter 9 from 1000)
@@ -89,6 +89,21 @@ def group_scales(patterns: Sequence[PatternSummary]) -> dict[str, np.ndarray]:
     pn = [p for p in patterns if p.kind == "pos/neg"]
     return {"omega": np.array([np.mean([abs(p.omega[h]) for h in _live(p)]) for p in pn]),
             "mu+": np.array([sum(m for m in p.mu if m > 0) for p in pn])}
+
+
+def model_scales(patterns: Sequence[PatternSummary]) -> dict[str, np.ndarray]:
+    """For every model of ``patterns`` whatever its pattern: ``"omega"``, its mean ``|omega_h|`` over
+    its live heads, and ``"mu+"``, the larger of its two groups' ``|summed mu_h|`` (the one group of a
+    single-sign model): the whole population's figures beside :func:`group_scales`.  Chapter 2."""
+    def group_mu(p):
+        live = _live(p)
+        pos = sum(p.mu[h] for h in live if p.omega[h] > 0)
+        neg = sum(p.mu[h] for h in live if p.omega[h] < 0)
+        return max(abs(pos), abs(neg))
+
+    ps = list(patterns)
+    return {"omega": np.array([np.mean([abs(p.omega[h]) for h in _live(p)]) for p in ps]),
+            "mu+": np.array([group_mu(p) for p in ps])}
 
 
 def dummy_fraction(patterns: Sequence[PatternSummary], level: float = LEVEL, among: str = "pos/neg") -> Estimate:
