@@ -27,6 +27,7 @@ from numba import njit  # noqa: E402
 
 from .fused_math import _JIT, _exp, _tanh  # noqa: E402
 from .fused_random import CH, _fill_normals, _make_data, _seed_lanes  # noqa: E402
+from .fused_simd import dot_tokens, pool_tokens  # noqa: E402
 
 __all__ = ["KINDS", "chunk_grads", "reduce_grads", "circuits", "adam_update", "adam_update4", "sgd_update",
            "step_grads", "step_grads_serial"]
@@ -59,31 +60,6 @@ def circuits(Q, K, V, O, heads, KQ, OV):
                     for e in range(D):
                         acc += O[r, h, n, e] * V[r, h, e, c]
                     OV[r, h, n, c] = acc
-
-
-@njit(inline="always", **_JIT)
-def _over_tokens(out, vec, Z, h, zero):
-    """``out[h, i, b] = sum_e vec[h, e, b] Z[e, i, b]`` for the context tokens ``i < L``: the
-    scores ``z_i . u_h`` forward, the weights' gradients ``z_i . gp_h`` backward."""
-    D, L = Z.shape[0], out.shape[1]
-    for i in range(L):
-        for b in range(CH):
-            out[h, i, b] = zero
-        for e in range(D):
-            for b in range(CH):
-                out[h, i, b] += vec[h, e, b] * Z[e, i, b]
-
-
-@njit(inline="always", **_JIT)
-def _pool_tokens(out, wts, Z, h, e, zero):
-    """``out[h, e, b] = sum_i wts[h, i, b] Z[e, i, b]``: the pooled token ``sum_i a_i z_i``
-    forward, the query vector's gradient ``sum_i gs_i z_i`` backward (row ``e``)."""
-    L = wts.shape[1]
-    for b in range(CH):
-        out[h, e, b] = zero
-    for i in range(L):
-        for b in range(CH):
-            out[h, e, b] += wts[h, i, b] * Z[e, i, b]
 
 
 @njit(**_JIT)
@@ -145,7 +121,8 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_s
                     q = KQ[r, h, e, k]
                     for b in range(CH):
                         u[h, e, b] += q * Z[k, L, b]
-            _over_tokens(s, u, Z, h, zero)
+        dot_tokens(s, u, Z, Hr, zero)
+        for h in range(Hr):
             if kind == 0:  # softmax
                 for b in range(CH):
                     tot[h, b] = s[h, 0, b]
@@ -184,8 +161,7 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_s
                 for i in range(L):
                     for b in range(CH):
                         a[h, i, b] *= tot[h, b]
-            for e in range(D):
-                _pool_tokens(pooled, a, Z, h, e, zero)
+        pool_tokens(pooled, a, Z, Hr, zero)
         # output and loss: y_hat_n = sum_h OV_h[n] . pooled_h
         for b in range(CH):
             lossv[b] = zero
@@ -201,7 +177,7 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_s
                 err = dy[n, b] * w[b]
                 lossv[b] += err * err
                 dy[n, b] = err * scale
-        # backward
+        # backward: gp_h = sum_n dy_n OV_h[n], then ga_hi = gp_h . z_i (into s)
         for h in range(Hr):
             for e in range(D):
                 for b in range(CH):
@@ -212,8 +188,9 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_s
                     for b in range(CH):
                         gOV[h, n, e, b] += dy[n, b] * pooled[h, e, b]
                         gp[h, e, b] += dy[n, b] * o
-            # ga_i = gp . z_i; then the scores' gradient gs_i (overwrites s)
-            _over_tokens(s, gp, Z, h, zero)
+        dot_tokens(s, gp, Z, Hr, zero)
+        # the scores' gradient gs_hi (overwrites s)
+        for h in range(Hr):
             if kind == 1:
                 for i in range(L):
                     for b in range(CH):
@@ -232,9 +209,10 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_s
                     for i in range(L):
                         for b in range(CH):
                             s[h, i, b] = (s[h, i, b] - dot[b]) * tot[h, b] * fp[h, i, b]
-            # gu_h = sum_i gs_i z_i; then gKQ_h[e, k] += gu_h[e] x_q[k]
+        # gu_h = sum_i gs_hi z_i; then gKQ_h[e, k] += gu_h[e] x_q[k]
+        pool_tokens(gu, s, Z, Hr, zero)
+        for h in range(Hr):
             for e in range(D):
-                _pool_tokens(gu, s, Z, h, e, zero)
                 for k in range(d):
                     for b in range(CH):
                         gKQ[h, e, k, b] += gu[h, e, b] * Z[k, L, b]

@@ -28,11 +28,11 @@ import numpy as np  # noqa: E402
 from numba import njit  # noqa: E402
 
 from .fused_math import _JIT, _M32, _rotl, _u32, log_approx, sincos_approx  # noqa: E402
+from .fused_simd import CH, add_labels  # noqa: E402
 
 __all__ = ["CH", "philox4x32", "normals", "chunk_batch", "XMODES"]
 
 XMODES = {"gaussian": 0, "covariance": 1, "sphere": 2}  # how a model's covariates are drawn (_make_data)
-CH = 64  # sequences per work item: the SIMD lanes of every loop (16 and 32 vectorised worse, measured)
 
 
 # ------------------------------------------------------------------------------------------ RNG
@@ -158,11 +158,7 @@ def _make_data(Z, beta, raw, chol, xmode, noise_std, beta_scale, d, N, T):
         for k in range(d):
             for b in range(CH):
                 beta[n, k, b] = raw[off + n * d + k, b] * beta_scale[n, k]
-    for n in range(N):
-        for k in range(d):
-            for i in range(T):
-                for b in range(CH):
-                    Z[d + n, i, b] += Z[k, i, b] * beta[n, k, b]
+    add_labels(Z, beta, d, N, T)
 
 
 @njit(**_JIT)
