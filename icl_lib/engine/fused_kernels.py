@@ -27,7 +27,7 @@ from numba import njit  # noqa: E402
 
 from .fused_math import _JIT, _exp, _tanh  # noqa: E402
 from .fused_random import CH, _fill_normals, _make_data, _seed_lanes  # noqa: E402
-from .fused_simd import dot_tokens, pool_tokens  # noqa: E402
+from .fused_simd import dot_tokens, max_tokens, pool_tokens  # noqa: E402
 
 __all__ = ["KINDS", "chunk_grads", "reduce_grads", "circuits", "adam_update", "adam_update4", "sgd_update",
            "step_grads", "step_grads_serial"]
@@ -122,13 +122,10 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_s
                     for b in range(CH):
                         u[h, e, b] += q * Z[k, L, b]
         dot_tokens(s, u, Z, Hr, zero)
+        if kind == 0:
+            max_tokens(tot, s, Hr)  # softmax's shift
         for h in range(Hr):
             if kind == 0:  # softmax
-                for b in range(CH):
-                    tot[h, b] = s[h, 0, b]
-                for i in range(1, L):
-                    for b in range(CH):
-                        tot[h, b] = max(tot[h, b], s[h, i, b])
                 for i in range(L):
                     for b in range(CH):
                         a[h, i, b] = _exp(s[h, i, b] - tot[h, b])

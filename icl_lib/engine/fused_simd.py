@@ -8,9 +8,11 @@ AVX-512 register or two AVX2 ones), loaded from and stored to a C-contiguous arr
 Each lane is summed term by term in the same order and with the same operations (``acc + x * y``
 under numba's ``fastmath``) as the scalar loops they replace, so the numbers are the same bits.
 
-* :class:`Vec`, ``vload``, ``vstore``, ``vsplat``, ``vfma`` -- the vectors and their operations;
+* :class:`Vec`, ``vload``, ``vstore``, ``vsplat``, ``vfma``, ``vmul``, ``vmax``, ``vload_as`` -- the vectors and their operations;
+* :func:`max_tokens` -- ``out[h] = max_i s[h, i]`` (softmax's shift);
 * :func:`dot_tokens` -- ``out[h, i] = sum_e vec[h, e] Z[e, i]`` (scores, the weights' gradients);
 * :func:`pool_tokens` -- ``out[h, e] = sum_i wts[h, i] Z[e, i]`` (pooled tokens, ``gu``);
+* :func:`copy_rows` -- the covariates and the labels' noise from the normals;
 * :func:`add_labels` -- ``Z[d + n, i] += sum_k Z[k, i] beta[n, k]`` (labels from covariates).
 """
 
@@ -23,7 +25,7 @@ from numba.extending import intrinsic, overload, register_model
 
 from .fused_math import _JIT
 
-__all__ = ["CH", "Vec", "vload", "vstore", "vsplat", "vfma", "dot_tokens", "pool_tokens", "add_labels", "VEC_BYTES"]
+__all__ = ["CH", "Vec", "vload", "vstore", "vsplat", "vfma", "vmul", "vmax", "vload_as", "copy_rows", "max_tokens", "dot_tokens", "pool_tokens", "add_labels", "VEC_BYTES"]
 
 CH = 64  # sequences per work item: the SIMD lanes of every loop (16 and 32 vectorised worse, measured)
 VEC_BYTES = 64  # bytes of lanes per vector: one AVX-512 register, two AVX2 registers
@@ -72,6 +74,24 @@ def vload(typingctx, arr, idx):
 
 
 @intrinsic
+def vload_as(typingctx, arr, idx, like):
+    """The vector of ``like``'s dtype at flat index ``idx`` of the C-contiguous array ``arr``, whose
+    numbers are converted (float32 to float64 exactly, as the scalar loops convert them)."""
+    vt = _vec(like.dtype)
+    src = Vec(arr.dtype, vt.lanes)
+
+    def codegen(context, builder, sig, args):
+        a = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = builder.bitcast(builder.gep(a.data, [args[1]]), context.get_value_type(src).as_pointer())
+        v = builder.load(ptr, align=arr.dtype.bitwidth // 8)
+        if arr.dtype == vt.dtype:
+            return v
+        return builder.fpext(v, context.get_value_type(vt))
+
+    return vt(arr, idx, like), codegen
+
+
+@intrinsic
 def vstore(typingctx, arr, idx, v):
     """Store vector ``v`` at flat index ``idx`` of the C-contiguous array ``arr``."""
 
@@ -106,6 +126,39 @@ def vfma(typingctx, acc, x, y):
         return builder.fadd(args[0], builder.fmul(args[1], args[2], flags=("fast",)), flags=("fast",))
 
     return acc(acc, x, y), codegen
+
+
+@intrinsic
+def vmul(typingctx, x, y):
+    """``x * y`` lane by lane."""
+
+    def codegen(context, builder, sig, args):
+        return builder.fmul(args[0], args[1], flags=("fast",))
+
+    return x(x, y), codegen
+
+
+@intrinsic
+def vmax(typingctx, acc, x):
+    """``x if x > acc else acc`` lane by lane: the scalar loops' ``max(acc, x)``."""
+
+    def codegen(context, builder, sig, args):
+        return builder.select(builder.fcmp_ordered(">", args[1], args[0], flags=("fast",)), args[1], args[0])
+
+    return acc(acc, x), codegen
+
+
+@njit(inline="always", **_JIT)
+def max_tokens(out, s, Hr):
+    """``out[h, b] = max_i s[h, i, b]`` (from ``i = 0`` up) for the heads ``h < Hr``: softmax's shift."""
+    L = s.shape[1]
+    W = width(s)
+    for h in range(Hr):
+        for b0 in range(0, CH, W):
+            m = vload(s, (h * L) * CH + b0)
+            for i in range(1, L):
+                m = vmax(m, vload(s, (h * L + i) * CH + b0))
+            vstore(out, h * CH + b0, m)
 
 
 @njit(inline="always", **_JIT)
@@ -171,6 +224,20 @@ def pool_tokens(out, wts, Z, Hr, zero):
                     a0 = vfma(a0, vload(wts, (h * L + i) * CH + b0), vload(Z, (e * T + i) * CH + b0))
                 vstore(out, (h * D + e) * CH + b0, a0)
         h += 1
+
+
+@njit(inline="always", **_JIT)
+def copy_rows(Z, raw, start, stop, factor, scaled):
+    """Flat elements ``start .. stop - 1`` of ``Z`` from those of ``raw`` (float32, converted to
+    ``Z``'s dtype), times ``factor`` where ``scaled``: the covariates, and the noise of the labels."""
+    W = width(Z)
+    if scaled:
+        f = vsplat(factor)
+        for j in range(start, stop, W):
+            vstore(Z, j, vmul(f, vload_as(raw, j, Z)))
+    else:
+        for j in range(start, stop, W):
+            vstore(Z, j, vload_as(raw, j, Z))
 
 
 @njit(inline="always", **_JIT)
