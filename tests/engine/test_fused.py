@@ -191,6 +191,46 @@ def test_fused_backend_is_refused_where_it_cannot_run(monkeypatch):
         Execution.resolve("cpu", draw_ahead=4, backend="fused")
 
 
+@pytest.mark.parametrize("cause", ["arm", "no compiler"])
+def test_where_the_fused_kernels_cannot_run_training_falls_back_to_the_eager_engine(cause, tmp_path, monkeypatch,
+                                                                                   caplog):
+    """On an ARM CPU, or where numba cannot compile the kernels, ``fused`` and ``auto`` train with
+    the eager engine, keyed and recorded as eager runs, and one logged line says so."""
+    import logging
+
+    import icl_lib.engine.fused_random as fr
+    from icl_lib.engine import execution
+
+    monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("ICL_BACKEND", raising=False)
+    monkeypatch.setattr(execution, "_FALLBACK_LOGGED", False)
+    if cause == "arm":
+        monkeypatch.setattr(execution.platform, "machine", lambda: "aarch64")
+    else:
+        def broken(*args):
+            raise RuntimeError("no LLVM here")
+
+        monkeypatch.setattr(fr, "normals", broken)
+    execution.fused_unavailable.cache_clear()
+    try:
+        spec = _small([4], steps=20)[0]
+        with caplog.at_level(logging.WARNING, logger=execution.__name__):
+            for backend in ("auto", "fused", "fused"):
+                ex = Execution.resolve("cpu", backend=backend)
+                assert ex.backend == "eager" and ex.run_key(spec) == spec.key("cpu"), backend
+            run = train([spec], "cpu", progress=False, backend="fused", use_store=False)[0]
+        assert run.meta["backend"] == "eager" and run.source == "trained"
+        eager = EnsembleTrainer([spec], "cpu", progress=False, backend="eager").run()[0]
+        assert all(torch.equal(run.params[k], eager.params[k]) for k in "QKVO")
+        lines = [r.getMessage() for r in caplog.records if "eager engine" in r.getMessage()]
+        assert len(lines) == 1 and ("aarch64" if cause == "arm" else "no LLVM here") in lines[0], lines
+        assert "\n" not in lines[0]
+    finally:
+        monkeypatch.undo()
+        execution.fused_unavailable.cache_clear()
+    assert Execution.resolve("cpu", backend="fused").backend == "fused"  # this machine runs them
+
+
 def test_fused_and_eager_training_give_the_same_outcomes():
     """Over 16 seeds of a short plan, the two backends' final losses, |omega| and pattern (heads of
     both signs) come from the same distributions (two-sample tests at level 0.01; Fisher's exact
