@@ -27,7 +27,7 @@ from numba import njit  # noqa: E402
 
 from .fused_math import _JIT, _exp, _tanh  # noqa: E402
 from .fused_random import CH, _fill_normals, _make_data, _seed_lanes  # noqa: E402
-from .fused_simd import dot_tokens, max_tokens, pool_tokens  # noqa: E402
+from .fused_simd import add_outer, dot_tokens, max_tokens, pool_tokens, query_vectors  # noqa: E402
 
 __all__ = ["KINDS", "chunk_grads", "reduce_grads", "circuits", "adam_update", "adam_update4", "sgd_update",
            "step_grads", "step_grads_serial"]
@@ -113,14 +113,7 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_s
         gKQ[:] = 0.0
         gOV[:] = 0.0
         # forward: u_h = KQ_h x_q, scores s_hi = z_i . u_h, weights, pooled_h = sum_i a_hi z_i
-        for h in range(Hr):
-            for e in range(D):
-                for b in range(CH):
-                    u[h, e, b] = zero
-                for k in range(d):
-                    q = KQ[r, h, e, k]
-                    for b in range(CH):
-                        u[h, e, b] += q * Z[k, L, b]
+        query_vectors(u, KQ[r], Z, Hr, zero)
         dot_tokens(s, u, Z, Hr, zero)
         if kind == 0:
             max_tokens(tot, s, Hr)  # softmax's shift
@@ -208,11 +201,7 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_s
                             s[h, i, b] = (s[h, i, b] - dot[b]) * tot[h, b] * fp[h, i, b]
         # gu_h = sum_i gs_hi z_i; then gKQ_h[e, k] += gu_h[e] x_q[k]
         pool_tokens(gu, s, Z, Hr, zero)
-        for h in range(Hr):
-            for e in range(D):
-                for k in range(d):
-                    for b in range(CH):
-                        gKQ[h, e, k, b] += gu[h, e, b] * Z[k, L, b]
+        add_outer(gKQ, gu, Z, Hr)
         acc = 0.0
         for b in range(CH):
             acc += lossv[b]

@@ -9,6 +9,7 @@ Each lane is summed term by term in the same order and with the same operations 
 under numba's ``fastmath``) as the scalar loops they replace, so the numbers are the same bits.
 
 * :class:`Vec`, ``vload``, ``vstore``, ``vsplat``, ``vfma``, ``vmul``, ``vmax``, ``vload_as`` -- the vectors and their operations;
+* :func:`query_vectors`, :func:`add_outer` -- ``u_h = KQ_h x_q``, and ``gKQ_h += gu_h x_q^T``;
 * :func:`max_tokens` -- ``out[h] = max_i s[h, i]`` (softmax's shift);
 * :func:`dot_tokens` -- ``out[h, i] = sum_e vec[h, e] Z[e, i]`` (scores, the weights' gradients);
 * :func:`pool_tokens` -- ``out[h, e] = sum_i wts[h, i] Z[e, i]`` (pooled tokens, ``gu``);
@@ -25,7 +26,7 @@ from numba.extending import intrinsic, overload, register_model
 
 from .fused_math import _JIT
 
-__all__ = ["CH", "Vec", "vload", "vstore", "vsplat", "vfma", "vmul", "vmax", "vload_as", "copy_rows", "max_tokens", "dot_tokens", "pool_tokens", "add_labels", "VEC_BYTES"]
+__all__ = ["CH", "Vec", "vload", "vstore", "vsplat", "vfma", "vmul", "vmax", "vload_as", "copy_rows", "query_vectors", "add_outer", "max_tokens", "dot_tokens", "pool_tokens", "add_labels", "VEC_BYTES"]
 
 CH = 64  # sequences per work item: the SIMD lanes of every loop (16 and 32 vectorised worse, measured)
 VEC_BYTES = 64  # bytes of lanes per vector: one AVX-512 register, two AVX2 registers
@@ -146,6 +147,37 @@ def vmax(typingctx, acc, x):
         return builder.select(builder.fcmp_ordered(">", args[1], args[0], flags=("fast",)), args[1], args[0])
 
     return acc(acc, x), codegen
+
+
+@njit(inline="always", **_JIT)
+def query_vectors(u, KQ, Z, Hr, zero):
+    """``u[h, e, b] = sum_k KQ[h, e, k] Z[k, L, b]`` (``k < d`` in order) for the heads ``h < Hr``:
+    each head's ``KQ_h x_q``, the query token ``x_q`` in column ``L = T - 1``."""
+    D, T, d = Z.shape[0], Z.shape[1], KQ.shape[2]
+    L = T - 1
+    W = width(Z)
+    for h in range(Hr):
+        for e in range(D):
+            for b0 in range(0, CH, W):
+                acc = vsplat(zero)
+                for k in range(d):
+                    acc = vfma(acc, vsplat(KQ[h, e, k]), vload(Z, (k * T + L) * CH + b0))
+                vstore(u, (h * D + e) * CH + b0, acc)
+
+
+@njit(inline="always", **_JIT)
+def add_outer(gKQ, gu, Z, Hr):
+    """``gKQ[h, e, k, b] += gu[h, e, b] Z[k, L, b]`` for the heads ``h < Hr`` (``k < d``): the circuits'
+    gradients ``gu_h x_q^T`` of each sequence."""
+    D, T, d = Z.shape[0], Z.shape[1], gKQ.shape[2]
+    L = T - 1
+    W = width(Z)
+    for h in range(Hr):
+        for e in range(D):
+            for k in range(d):
+                for b0 in range(0, CH, W):
+                    j = ((h * D + e) * d + k) * CH + b0
+                    vstore(gKQ, j, vfma(vload(gKQ, j), vload(gu, (h * D + e) * CH + b0), vload(Z, (k * T + L) * CH + b0)))
 
 
 @njit(inline="always", **_JIT)
