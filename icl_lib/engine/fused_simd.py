@@ -3,8 +3,9 @@
 The kernels keep an item's ``CH`` sequences as the lanes of every array (the last axis, contiguous).
 A loop with the lanes innermost vectorises by itself, but a sum over tokens or features written that
 way reads and writes its accumulator in memory at every term.  The sums here hold their accumulators
-in registers instead: a :class:`Vec` is ``64`` bytes of lanes (16 float32 or 8 float64: one
-AVX-512 register or two AVX2 ones), loaded from and stored to a C-contiguous array at a flat index.
+in registers instead: a :class:`Vec` is :data:`VEC_BYTES` bytes of lanes (64: 16 float32 or 8
+float64, one AVX-512 register or two AVX2 ones; 32 on Intel's AVX-512 CPUs), loaded from and
+stored to a C-contiguous array at a flat index.
 Each lane is summed term by term in the same order and with the same operations (``acc + x * y``
 under numba's ``fastmath``) as the scalar loops they replace, so the numbers are the same bits.
 
@@ -29,7 +30,27 @@ from .fused_math import _JIT
 __all__ = ["CH", "Vec", "vload", "vstore", "vsplat", "vfma", "vmul", "vmax", "vload_as", "copy_rows", "query_vectors", "add_outer", "max_tokens", "dot_tokens", "pool_tokens", "add_labels", "VEC_BYTES"]
 
 CH = 64  # sequences per work item: the SIMD lanes of every loop (16 and 32 vectorised worse, measured)
-VEC_BYTES = 64  # bytes of lanes per vector: one AVX-512 register, two AVX2 registers
+
+
+def _vector_bytes() -> int:
+    """Bytes of lanes per vector for numba's compile target: 64 (two AVX2 registers, one AVX-512
+    register on AMD), or 32 on Intel CPUs with AVX-512, for which LLVM prefers 256-bit vectors (a
+    512-bit FMA lowers the clock of the older ones) as the loops it vectorises itself do."""
+    import llvmlite.binding as llvm
+    from numba.core import config
+
+    name = config.CPU_NAME or llvm.get_host_cpu_name()
+    feats = config.CPU_FEATURES if config.CPU_FEATURES is not None else llvm.get_host_cpu_features().flatten()
+    avx512 = "+avx512f" in feats.split(",") or (feats == "" and name.startswith(_INTEL_AVX512))
+    return 32 if avx512 and not name.startswith("znver") else 64
+
+
+# LLVM's names of Intel CPUs with AVX-512 (for NUMBA_CPU_FEATURES="", a named CPU's own features)
+_INTEL_AVX512 = ("skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake", "tigerlake", "rocketlake",
+                 "sapphirerapids", "emeraldrapids", "graniterapids", "diamondrapids", "knl", "knm", "x86-64-v4")
+
+
+VEC_BYTES = _vector_bytes()
 
 
 class Vec(types.Type):
