@@ -7,7 +7,9 @@ covariance, B.4's supports), runs the forward pass of eq. (2.2) in circuit form 
 :data:`KINDS`), the analytic backward pass to the circuits ``KQ_h`` and ``OV_h``, and adds the
 item's loss and circuit gradients to its own output slot.  The ``CH`` sequences of an item are the
 SIMD lanes: every loop has them innermost, so the compiler vectorises across sequences and no step
-needs a horizontal sum.  :func:`reduce_grads` then sums the items of each model in a fixed order
+needs a horizontal sum; the sums over tokens and features keep their accumulators in registers
+(explicit vectors, :mod:`icl_lib.engine.fused_simd`, each lane summed in the scalar loops' order,
+so the numbers are the same bits).  :func:`reduce_grads` then sums the items of each model in a fixed order
 and applies the chain rule to ``Q, K, V, O``, so the numbers do not depend on how items were spread
 over threads.  :func:`step_grads` is one step of a whole ensemble (:func:`circuits`, the items,
 the reduction); :func:`adam_update`, :func:`adam_update4` and :func:`sgd_update` are
@@ -291,7 +293,8 @@ def sgd_update(p, g, lr):
         p[i] -= lr * g[i]
 
 
-def _step_grads(threads, items, step, keys, Q, K, V, O, heads, KQ, OV, chol, xmode, noise_std, beta_scale, kind,
+@njit(parallel=True, **_JIT)
+def step_grads(threads, items, step, keys, Q, K, V, O, heads, KQ, OV, chol, xmode, noise_std, beta_scale, kind,
                norm_len, B, L, n_chunks, item_loss, item_gKQ, item_gOV, loss, gQ, gK, gV, gO):
     """One step's losses and gradients of the whole ensemble in one call: the circuits, the work
     items in ``threads`` contiguous blocks (numba's threads, one block each), then
@@ -306,11 +309,20 @@ def _step_grads(threads, items, step, keys, Q, K, V, O, heads, KQ, OV, chol, xmo
     reduce_grads(n_chunks, item_loss, item_gKQ, item_gOV, Q, K, V, O, heads, loss, gQ, gK, gV, gO)
 
 
-# the step on numba's threads, and the same loop compiled without them for one thread: a parallel
-# loop of one block still wakes numba's thread pool, whose idle threads spin at its barrier on every
-# step and take a core from other work on the machine (a second training process, a kernel)
-step_grads = njit(parallel=True, **_JIT)(_step_grads)
-step_grads_serial = njit(**_JIT)(_step_grads)
+@njit(**_JIT)
+def step_grads_serial(threads, items, step, keys, Q, K, V, O, heads, KQ, OV, chol, xmode, noise_std, beta_scale,
+                      kind, norm_len, B, L, n_chunks, item_loss, item_gKQ, item_gOV, loss, gQ, gK, gV, gO):
+    """:func:`step_grads` on the calling thread alone (every item in one block; ``threads`` is
+    not read).  A parallel loop of one block still wakes numba's thread pool, whose idle threads
+    spin at its barrier on every step and take a core from other work on the machine.  It is a
+    function of its own, not :func:`step_grads` compiled without ``parallel``: numba's on-disk cache
+    keys compiled code by the Python function and the signature, not by ``parallel``, so two
+    compilations of one function would load each other's code (the parallel step then ran on
+    one thread wherever the serial one had been cached first)."""
+    circuits(Q, K, V, O, heads, KQ, OV)
+    chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_scale, kind, norm_len, B, L,
+                item_loss, item_gKQ, item_gOV)
+    reduce_grads(n_chunks, item_loss, item_gKQ, item_gOV, Q, K, V, O, heads, loss, gQ, gK, gV, gO)
 
 
 @njit(**_JIT)

@@ -138,6 +138,41 @@ def test_fused_run_resumes_bitwise_and_does_not_depend_on_threads(tmp_path):
     assert all(torch.equal(alone.params[k], whole[1].params[k]) for k in "QKVO")
 
 
+def test_two_threads_share_the_work_items_also_from_numbas_cache():
+    """A program of two threads runs its items on two threads (each thread's CPU time), whichever of
+    the parallel and the one-thread step numba compiled and cached first: they are two functions,
+    so neither loads the other's code (the parallel step once ran on one thread that way)."""
+    import os
+
+    from icl_lib.engine import fused_kernels as K
+
+    assert K.step_grads.py_func.__qualname__ != K.step_grads_serial.py_func.__qualname__
+    import numba
+
+    if not os.path.isdir("/proc/self/task") or numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("per-thread CPU times are read from Linux's /proc, on two CPUs or more")
+    tc = TrainConfig(steps=10, batch=256)
+    specs = [RunSpec(DataConfig(d=5, L=40), ModelConfig(heads=4), tc, seed=s) for s in range(16)]
+    one, two = _program(specs, torch.float32, threads=1), _program(specs, torch.float32, threads=2)
+
+    def ticks():
+        out = {}
+        for tid in os.listdir("/proc/self/task"):
+            fields = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+            out[tid] = int(fields[11]) + int(fields[12])
+        return out
+
+    one.use_threads()
+    one.grads(1)
+    two.use_threads()
+    before = ticks()
+    for t in range(60):
+        two.grads(t)
+    spent = sorted((n - before.get(tid, 0) for tid, n in ticks().items()), reverse=True)
+    assert spent[1] >= 0.25 * sum(spent), spent  # the second-busiest thread did a share of the items
+    one.use_threads()
+
+
 def test_fused_adam_is_torchs_adam():
     """One fused step moves the parameters as torch's Adam does with the same gradients."""
     spec = _small([0], heads=(2,))[0]
