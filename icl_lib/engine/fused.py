@@ -4,7 +4,8 @@ and the analytic backward pass; a second applies the optimiser's rule to torch's
 An eager CPU step is a few dozen PyTorch ops, each small (6 x 40 context tokens, 40 scores per
 head), and its batch is drawn by ``normal_`` at about 4.7 ns a number; the fused step
 (:mod:`icl_lib.engine.fused_kernels`) computes the same model, data distribution and loss with
-its own counter-based random numbers at about 1.2 ns each, with sequences as SIMD lanes.  It
+its own counter-based random numbers at about 1 ns each (a Zen 3 core), with sequences as SIMD
+lanes.  It
 trains every model the book trains (softmax and linear attention, the normalised activations,
 anisotropic and multi-task data, mixed head counts in one ensemble, float32 and float64; Adam and
 SGD, the same :mod:`torch.optim` optimiser as the eager step, so checkpoints carry the same state).
@@ -14,7 +15,8 @@ Its random numbers are not the eager sampler's, so the backend is part of a run'
 ``t`` is a function of its seed and ``t`` alone, so a checkpoint resumes bitwise from its step.
 Work items (:data:`~icl_lib.engine.fused_random.CH` sequences of one model) are spread over
 ``threads`` threads and summed per model in a fixed order: the numbers do not depend on the
-number of threads (tested).
+number of threads (tested).  Where the kernels cannot run (not an x86-64 CPU, or numba cannot
+compile them), :func:`~icl_lib.engine.execution.resolve_backend` trains with the eager engine.
 """
 
 from __future__ import annotations
