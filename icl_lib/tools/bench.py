@@ -21,8 +21,8 @@ setting H = 4, d = 5, L = 40, batch 256:
 Both are measured in the same process, interleaved, and the median of ``--repeats`` timed windows
 is reported, so the ratios are robust to a busy machine.  On a CPU the first lines name its model
 and the target numba compiled the fused kernels for (CPU name and vector instructions, e.g. AVX2
-or AVX-512; ``NUMBA_CPU_NAME=haswell`` compiles for any AVX2 CPU), so a figure says where it
-came from; where the fused backend cannot run (:func:`~icl_lib.engine.execution.fused_unavailable`)
+or AVX-512; ``NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES=`` compiles for AVX2 on any x86-64 CPU that
+has it), so a figure says where it came from; where the fused backend cannot run (:func:`~icl_lib.engine.execution.fused_unavailable`)
 only the eager rows are measured.
 """
 
