@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine (Python 3.10+ and Node.js/npm are all they need):
 #   make book   install, execute every chapter (the published book), build _build/html
-#   make test   install, unit tests, then every chapter under nbval
+#   make test   install, unit tests, then every chapter under nbval (make test-fast: the unit
+#               tests that execute no whole chapter, for the inner loop)
 # Everything installs into .venv (override with VENV=...); MathJax into _build/mathjax.
 # After `make book`, `make browser-test` opens every page in headless Chromium (Debian: chromium).
 
@@ -28,7 +29,7 @@ MATHJAX_OUT   := $(MATHJAX_DIR)/html/_static/mathjax
 MATHJAX_STAMP := $(MATHJAX_DIR)/.installed-$(MATHJAX_PKG)
 MATHJAX_SRC    = $(MATHJAX_DIR)/npm/node_modules/mathjax/es5
 
-.PHONY: install test unit nbval book mathjax browser-test bench gpu-check paper-runs paper-records clean clean-cache
+.PHONY: install test test-fast unit nbval nbval-a nbval-b book mathjax browser-test bench gpu-check paper-runs paper-records seeds-check clean clean-cache
 
 install: $(STAMP)
 
@@ -41,15 +42,37 @@ $(STAMP): pyproject.toml
 
 test: install unit nbval
 
+# The unit tests on every core (pytest-xdist); make test-fast leaves out the tests that execute
+# whole chapters (papermill) for the inner loop: make test and CI run them all.
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 unit: install
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_JOBS) tests
+
+test-fast: install
+	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not chapters" tests
 
 # Chapters executed by nbval and by make book record their claims here, per profile; the dashboard
 # shows the other profile's recorded verdicts beside the build's own (icl_lib/book/sphinx).
 CLAIMS_DIR ?= $(CURDIR)/_build/claims
 
+# nbval in two groups at once on two or more cores: chapter 9, the longest, with chapters 1 and 4;
+# the others in order, chapters 3 and 5 after chapter 2, whose runs they read from the run cache
+# (which locks a run while one process trains it, so two groups never train it twice).
+NBVAL := ICL_CLAIMS_DIR=$(CLAIMS_DIR) $(PY) -m pytest -q --nbval-lax --nbval-cell-timeout=3600 -p no:randomly
+NBVAL_A := $(wildcard book/09_*.ipynb book/01_*.ipynb book/04_*.ipynb)
+NBVAL_B := $(filter-out $(NBVAL_A),$(CHAPTERS))
 nbval: install
-	ICL_CLAIMS_DIR=$(CLAIMS_DIR) $(PY) -m pytest -q --nbval-lax --nbval-cell-timeout=3600 -p no:randomly $(CHAPTERS)
+ifeq ($(TEST_JOBS),1)
+	$(NBVAL) $(CHAPTERS)
+else
+	$(MAKE) --no-print-directory --output-sync=target -j2 nbval-a nbval-b
+endif
+
+nbval-a:
+	$(NBVAL) $(NBVAL_A)
+
+nbval-b:
+	$(NBVAL) $(NBVAL_B)
 
 mathjax: $(MATHJAX_STAMP)
 
@@ -91,6 +114,12 @@ browser-test: install
 # instruction set), on any x86-64 CPU that has it.
 bench: install
 	$(PY) -m icl_lib.tools.bench
+
+# Every chapter in quick at three other seeds and one other shape: every FAIL must be one the
+# chapter reports (icl_lib/tools/seeds_check.py; about an hour on two cores).
+SEEDS_CHECK_OUT ?= _build/seeds-check
+seeds-check: install
+	$(PY) -m icl_lib.tools.seeds_check --out $(SEEDS_CHECK_OUT)
 
 # On a machine with a CUDA device: CUDA tests, benchmark with and without CUDA graphs, a chapter
 # executed on the GPU, a few minutes of store export (.ci/gpu-check).

@@ -24,6 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .definitions import DEFINITIONS
+from .definitions import value as definition
+
 __all__ = [
     "omega_of",
     "mu_of",
@@ -44,14 +47,11 @@ __all__ = [
     "PATTERNS",
 ]
 
-# A head is live when both of its scales are at least this share of the model's largest: its OV scale
-# |mu_h| (what it writes to the output) and its KQ scale |omega_h| (what makes its attention read the
-# query); a head that has lost either adds no term mu_h omega_h of the predictor's size: a dummy head.
-DUMMY_TOL = 0.2
-# The form (3.1) holds when, pooled over the live heads, the KQ mass off the diagonal (the columns that
-# meet the query) and the OV mass off the label entry are each below this share of the diagonal and
-# label mass (chapter 2's shape claims use the same threshold per model).
-SHAPE_TOL = 0.5
+# The values in force of the definitions of a live head and of the form (3.1) (icl_lib.definitions:
+# "live-tol", "shape-tol"); the functions below read the definitions when called, so that a chapter
+# executed under an alternative (ICL_DEFINITIONS) measures with it.
+DUMMY_TOL = DEFINITIONS["live-tol"].value
+SHAPE_TOL = DEFINITIONS["shape-tol"].value
 PATTERNS = ("pos/neg", "single-sign", "single-head", "unformed")  # what a model's circuits are
 
 
@@ -132,23 +132,26 @@ def ov_offlast_ratio(OV: torch.Tensor, d: int, task: int = 0) -> torch.Tensor:
     return off2.sqrt() / last2.sqrt()
 
 
-def dummy_heads(omega: torch.Tensor, mu: torch.Tensor, tol: float = DUMMY_TOL) -> torch.Tensor:
-    """Dummy heads (paper 1, Section 4.2 and C.1: a head that "degenerates"), by what a head
-    contributes: ``|mu_h|`` (what it writes to the output) or ``|omega_h|`` (what makes its
-    attention read the query) below ``tol`` times the model's largest, so that the head adds no
-    term ``mu_h omega_h`` of the predictor's size (:data:`DUMMY_TOL`).  A head whose OV has died
-    while its KQ keeps its scale is dummy: the sign of its ``mu_h`` is noise.  A single-head model
-    has no dummy head.  ``(..., H)`` -> ``(..., H)`` booleans."""
+def dummy_heads(omega: torch.Tensor, mu: torch.Tensor, tol: float | None = None) -> torch.Tensor:
+    """Dummy heads (paper 1, Section 4.2 and C.1: a head that "degenerates"), by the definitions
+    ``live-head`` and ``live-tol`` (:mod:`icl_lib.definitions`): in force, ``|mu_h|`` (what it
+    writes to the output) or ``|omega_h|`` (what makes its attention read the query) below
+    ``tol`` times the model's largest, so that the head adds no term ``mu_h omega_h`` of the
+    predictor's size; a head whose OV has died while its KQ keeps its scale is dummy, the sign of
+    its ``mu_h`` noise.  Under the alternative ``live-head=both``, only a head with both scales
+    small is dummy.  ``tol``: ``None`` reads ``live-tol``.  A single-head model has no dummy head.
+    ``(..., H)`` -> ``(..., H)`` booleans."""
+    tol = definition("live-tol") if tol is None else tol
     small_w = omega.abs() < tol * omega.abs().amax(-1, keepdim=True)
     small_m = mu.abs() < tol * mu.abs().amax(-1, keepdim=True)
-    dummy = small_w | small_m
+    dummy = (small_w & small_m) if definition("live-head") == "both" else (small_w | small_m)
     if omega.shape[-1] == 1:
         dummy = torch.zeros_like(dummy)
     return dummy
 
 
-def pattern_kinds(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY_TOL,
-                  shape_tol: float = SHAPE_TOL, kq_form: bool = True) -> tuple[np.ndarray, torch.Tensor]:
+def pattern_kinds(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float | None = None,
+                  shape_tol: float | None = None, kq_form: bool = True) -> tuple[np.ndarray, torch.Tensor]:
     """The book's one definition of paper 1's pattern, for circuits ``KQ (..., H, D, D)``, ``OV
     (..., H, N, D)`` (one model, or a history of snapshots): ``(kind (...) of str, live (..., H))``.
 
@@ -160,7 +163,9 @@ def pattern_kinds(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY
     alone never make a pattern).  ``kq_form=False`` asks the OV shape only: with anisotropic
     covariates the KQ block is ``omega_h Gamma``, not diagonal, while "the pattern of the OV circuits
     as in Observation 1 in §3 persists" (paper 1, B.3; chapter 6).  Chapters 2, 3, 5, 6, 7 and 9
-    read every model with it."""
+    read every model with it.  ``tol`` and ``shape_tol``: ``None`` reads the definitions
+    ``live-tol`` and ``shape-tol`` (:mod:`icl_lib.definitions`)."""
+    shape_tol = definition("shape-tol") if shape_tol is None else shape_tol
     KQ, OV = KQ.detach().double().cpu(), OV.detach().double().cpu()
     H = KQ.shape[-3]
     w, m = omega_of(KQ, d), mu_of(OV, d)
@@ -196,7 +201,7 @@ class PatternSummary:
         return self.groups.count("dummy")
 
 
-def summarize_pattern(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY_TOL,
+def summarize_pattern(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float | None = None,
                       kq_form: bool = True) -> PatternSummary:
     """Summarise one model's circuits ``KQ (H, D, D)``, ``OV (H, N, D)`` (only its real heads); its
     ``kind`` is :func:`pattern_kinds`'s (``kq_form``: as there)."""
@@ -222,7 +227,7 @@ def summarize_pattern(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = D
     )
 
 
-def pattern_history(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY_TOL) -> list[PatternSummary]:
+def pattern_history(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float | None = None) -> list[PatternSummary]:
     """:func:`summarize_pattern` at every logged step of a run's history ``KQ (T, H, D, D)``,
     ``OV (T, H, N, D)`` (chapters 2 and 3: when does a pattern appear)."""
     return [summarize_pattern(KQ[t], OV[t], d, tol) for t in range(KQ.shape[0])]

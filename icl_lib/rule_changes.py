@@ -22,9 +22,28 @@ from pathlib import Path
 
 from .validate import fail
 
-__all__ = ["RuleChange", "CHANGES", "VERDICTS", "changes_of"]
+__all__ = ["RuleChange", "CHANGES", "VERDICTS", "changes_of", "direction", "net_effect"]
 
 VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "NOT-RUN", "-")  # "-": no such claim on that side
+_RANK = {"FAIL": 0, "INCONCLUSIVE": 1, "NOT-RUN": 1, "-": 1, "PASS": 2}
+
+
+def direction(before: str, after: str) -> str:
+    """``"toward PASS"``, ``"toward FAIL"`` or ``""`` for a verdict moving from ``before`` to
+    ``after`` (a claim removed or added counts as undecided on its missing side)."""
+    d = _RANK[after] - _RANK[before]
+    return "toward PASS" if d > 0 else "toward FAIL" if d < 0 else ""
+
+
+def net_effect(changes) -> dict[str, int]:
+    """How many recorded verdicts ``changes`` moved toward PASS and toward FAIL."""
+    out = {"toward PASS": 0, "toward FAIL": 0}
+    for c in changes:
+        for _, before, after in c.verdicts:
+            d = direction(before, after)
+            if d:
+                out[d] += 1
+    return out
 
 
 @dataclass(frozen=True)
@@ -35,7 +54,9 @@ class RuleChange:
     ``after_run``: whether a run deciding the claim had been seen when the change was made;
     ``verdicts``: per claim (or ``"old id -> new id"`` for a claim replaced), its verdict in the
     published book (the paper profile's records) before and after the change, ``(label, before,
-    after)``, where they were recorded with it (``"-"``: no such claim on that side)."""
+    after)``, where they were recorded with it (``"-"``: no such claim on that side);
+    ``corrected``: a later correction of the entry's own description, dated (the entry keeps its
+    text)."""
 
     chapter: str
     claims: tuple[str, ...]
@@ -45,6 +66,12 @@ class RuleChange:
     why: str
     after_run: bool = True
     verdicts: tuple[tuple[str, str, str], ...] = ()
+    corrected: str = ""
+
+    @property
+    def net(self) -> dict[str, int]:
+        """The verdicts this change moved toward PASS and toward FAIL."""
+        return net_effect([self])
 
     def __post_init__(self):
         if not re.fullmatch(r"\d{2}_[a-z0-9_]+", self.chapter):
@@ -66,7 +93,8 @@ def _load() -> tuple[RuleChange, ...]:
     raw = json.loads(Path(__file__).with_name("rule_changes.json").read_text())
     return tuple(sorted((RuleChange(r["chapter"], tuple(r["claims"]), r["date"], r["before"], r["after"], r["why"],
                                     bool(r["after_run"]),
-                                    tuple((k, *v) for k, v in r.get("verdicts", {}).items()))
+                                    tuple((k, *v) for k, v in r.get("verdicts", {}).items()),
+                                    r.get("corrected", ""))
                          for r in raw), key=lambda c: c.date))
 
 

@@ -23,4 +23,5 @@ def gen():
 
 
 def pytest_configure(config):
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    # one thread per worker when the tests run on every core (pytest-xdist), two otherwise
+    torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else min(2, os.cpu_count() or 1))

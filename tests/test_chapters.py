@@ -77,7 +77,12 @@ def test_chapter_2_the_sweep_and_the_optimiser_settings():
     assert sizes(setup("02_patterns", sens_heads=0)) == {"sweep": 48}
     paper = setup("02_patterns", "paper")
     assert paper.paper_setting
-    assert sizes(paper) == {"sweep": 4 * 36, "settings": 3 * 12, "anchors": 3 * 128}
+    assert sizes(paper) == {"sweep": 4 * 36 + 16 + 4, "settings": 3 * 12, "anchors": 3 * 128}  # the extension
+    assert {H: len(rs) for H, rs in paper.sweep().items()} == {1: 36, 2: 52, 3: 40, 4: 36}
+    assert sizes(setup("02_patterns", "paper", seeds=10))["sweep"] == 40  # a reader's seeds: no extension
+    for chapter in ("03_two_stage_dynamics", "05_optimality"):  # the same sweep, so the same stored runs
+        theirs = {r for rs in setup(chapter, "paper").sweep().values() for r in rs}
+        assert theirs <= {r for rs in paper.sweep().values() for r in rs}
     assert {r.train.steps for r in paper.anchors()} == {20_000} and min(r.seed for r in paper.anchors()) == 1000
     assert {r.model.heads for r in paper.anchors()} == {2, 3, 4}
     assert not setup("02_patterns", "paper", L=20).anchors()  # not the paper's setting: no anchors

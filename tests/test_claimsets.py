@@ -76,6 +76,55 @@ def test_declarations_follow_the_words_table_and_name_their_findings():
     assert kinds["paper"] > 0 and kinds["beyond"] > 0 and kinds["check"] > 0
 
 
+@pytest.mark.parametrize("chapter", sorted(MODULES))
+def test_every_paper_claim_is_bound_to_the_words_table(chapter):
+    """Each paper claim's quote contains a word of its entry (or the claim says why it departs from
+    the table), and each claim read as an equivalence or identity names its nearest rival (or says
+    why it has none)."""
+    unbound = {s.id: s.unbound() for s in declared(chapter) if s.unbound()}
+    assert not unbound, unbound
+
+
+def test_the_rival_rule_covers_at_least_95_percent_of_equivalence_claims():
+    """At least 95 % of the paper claims read as equivalences or identities name a rival."""
+    read = [s for c in every_chapter().values() for s in c if s.kind == "paper" and s.reads_equivalence]
+    named = [s for s in read if s.rival]
+    assert read and len(named) >= 0.95 * len(read), sorted(s.id for s in read if not s.rival)
+
+
+def test_a_paper_claim_without_its_words_or_rival_is_unbound():
+    from icl_lib.claims.rules import Equivalent, Above
+    from icl_lib.claims.spec import ClaimSpec
+
+    loose = ClaimSpec("x", "the two losses are alike", "P1", kind="paper", finding="p1-learns",
+                      rule=Equivalent(-0.1, 0.1), word="the same as", estimand="a gap")
+    assert len(loose.unbound()) == 2  # no word of "the same as" in the quote; no rival
+    bound = ClaimSpec("x", "the two losses are the same", "P1", kind="paper", finding="p1-learns",
+                      rule=Equivalent(-0.1, 0.1), word="the same as", estimand="a gap", rival="one head")
+    assert bound.unbound() == []
+    said = ClaimSpec("x", "they are alike", "P1", kind="paper", finding="p1-learns", rule=Above(0.9),
+                     word="consistently", departs="the paper's 'alike' read as consistently", estimand="a share")
+    assert said.unbound() == []
+
+
+def test_each_entry_of_the_words_table_says_what_its_code_does():
+    """An entry's text names its threshold and, where it asks for one, the nearest rival; its
+    classes are the rules its text describes."""
+    phrase = {"Above": ("above", "one side", "beyond"), "Below": ("below", "one side", "beyond"),
+              "Equivalent": ("two one-sided tests",), "Within": ("window",), "Outside": ("outside",),
+              "words": ("counted", "every", "within the run's own noise")}
+    for key, w in WORDS.items():
+        assert w.covers and all(c == c.strip() and c for c in w.covers), key
+        if w.threshold is not None:
+            assert f"{w.threshold:g}" in w.rule, (key, w.threshold)
+        assert ("rival" in w.rule) == w.rival, key
+        for cls in w.classes:
+            assert any(p in w.rule for p in phrase[cls]), (key, cls)
+        if w.definition:
+            from icl_lib.definitions import DEFINITIONS
+            assert DEFINITIONS[w.definition].value == w.threshold, key
+
+
 def test_a_claim_of_several_ids_is_found_from_each_id():
     claims = declared("02_patterns")
     templated = [s for s in claims if s.fields]

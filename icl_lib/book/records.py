@@ -35,12 +35,14 @@ from pathlib import Path
 
 import torch
 
+from ..definitions import DEFINITIONS, ENV, label
 from ..engine.profiles import SETTINGS
 from ..validate import check_choice
 
-__all__ = ["ROOT", "RECORDED", "Recorded", "NOT_DECIDING", "record_path", "fingerprint", "load", "status", "record",
-           "select", "select_many", "deciding_modules", "modules_of", "describe", "main_record", "notebook_path",
-           "served"]
+__all__ = ["ROOT", "RECORDED", "Recorded", "NOT_DECIDING", "TRAINING_ONLY", "record_path", "fingerprint", "load",
+           "status", "record", "select", "select_many", "deciding_modules", "modules_of", "imported_modules",
+           "import_closure", "describe", "main_record",
+           "notebook_path", "served", "alternatives_of"]
 
 ROOT = Path(__file__).resolve().parents[2]  # the project checkout: book/, icl_lib/, results/
 
@@ -50,14 +52,17 @@ class Recorded:
     """A chapter whose run in ``profile`` is recorded: the library modules (paths under
     ``icl_lib/``; ``None``: every module that computes or decides (:func:`deciding_modules`) but
     those under the folders ``excluded``) and the settings entries of
-    :data:`~icl_lib.engine.profiles.SETTINGS` whose change makes its record stale, and whether the
-    executed notebook is kept and served by the book build (``notebook``)."""
+    :data:`~icl_lib.engine.profiles.SETTINGS` whose change makes its record stale, whether the
+    executed notebook is kept and served by the book build (``notebook``), and the measurement
+    definitions (:mod:`icl_lib.definitions`) under whose alternatives the chapter is executed
+    again, its record keeping each claim's verdict under each (``definitions``)."""
 
     profile: str
     modules: tuple[str, ...] | None
     settings: tuple[str, ...]
     notebook: bool = False
     excluded: tuple[str, ...] = ()
+    definitions: tuple[str, ...] = ()
 
 
 # Chapter 8 (paper 2): its experiments (icl_lib.paper2), the statistics and rules of its claims
@@ -75,9 +80,10 @@ RECORDED: dict[str, Recorded] = {
                  "paper2/loss.py", "paper2/manifold.py", "paper2/monte_carlo.py", "paper2/regulariser.py",
                  "stats/__init__.py", "stats/combine.py", "stats/decide.py",
                  "stats/estimate.py", "stats/intervals.py", "stats/resample.py", "claims/__init__.py",
-                 "claims/findings.py", "claims/multiplicity.py", "claims/report.py", "claims/rules.py",
-                 "claims/spec.py", "claims/words.py", "claimsets/__init__.py", "claimsets/convergence.py",
-                 "seeding.py", "validate.py", "chapter.py", "chapters/base.py", "chapters/convergence.py", "engine/execution.py",
+                 "claims/decision.py", "claims/findings.py", "claims/multiplicity.py", "claims/report.py",
+                 "claims/rules.py", "claims/spec.py", "claims/words.py", "claimsets/__init__.py", "claimsets/convergence.py",
+                 "seeding.py", "validate.py", "chapter.py", "chapters/base.py", "chapters/convergence.py",
+                 "definitions.py",
                  "figures/curves.py", "figures/style.py"),
         settings=(),
         notebook=True,
@@ -87,16 +93,28 @@ RECORDED: dict[str, Recorded] = {
 # 2's and chapter 8's entry point (none of them imports them; a test checks).  Chapter 9's executed notebook is kept and served
 # too: its descent from every trapped end point of the paper profile takes about half an hour on
 # one core, longer than the whole book build of the others.
+# The chapters that read trained circuits are executed again under each alternative of the
+# definitions of a live head and of the form (3.1); chapter 3, which reads the form along training,
+# also under the band's.
+_CIRCUITS = ("live-head", "live-tol", "shape-tol")
 for _name in ("01_setup", "02_patterns", "03_two_stage_dynamics", "04_ode_phases", "05_optimality",
               "06_anisotropic", "07_multitask", "09_phase_diagram"):
     RECORDED[_name] = Recorded(profile="paper", modules=None, settings=("paper1.train",),
                                excluded=("paper2/", "chapters/convergence.py"),
-                               notebook=_name == "09_phase_diagram")
+                               notebook=_name == "09_phase_diagram",
+                               definitions=(() if _name in ("01_setup", "04_ode_phases") else
+                                            _CIRCUITS + ("kind-band",) if _name == "03_two_stage_dynamics"
+                                            else _CIRCUITS))
 RECORDED = dict(sorted(RECORDED.items()))
 # The library's folders that neither compute a chapter's numbers nor decide its claims: the book's
 # machinery (book/: its plan, execution, records and Sphinx extension), the command line (and
-# `python -m icl_lib`) and the benchmark, and the figures (a claims-only record shows no figure).
-NOT_DECIDING = ("book/", "tools/", "figures/", "__main__.py")
+# `python -m icl_lib`) and the benchmark, the figures (a claims-only record shows no figure), and
+# the engine's training-only parts: the fused CPU kernels and the choice of device and backend.  A
+# recorded chapter evaluates the runs of a complete run store, whose keys carry the model code's
+# version (a change of the trained numbers makes every stored run stale, and the chapter is then
+# published in quick until they are trained again); the kernels that trained them run no step there.
+TRAINING_ONLY = ("engine/fused", "engine/execution.py")
+NOT_DECIDING = ("book/", "tools/", "figures/", "__main__.py", *TRAINING_ONLY)
 
 
 def _root(root) -> Path:
@@ -110,16 +128,71 @@ def deciding_modules(root: str | Path | None = None) -> tuple[str, ...]:
     return tuple(sorted(p for p in paths if not p.startswith(NOT_DECIDING) and "__pycache__" not in p))
 
 
+def _module_file(base: Path, parts: list[str]) -> Path | None:
+    cand = base.joinpath(*parts) if parts else base
+    for path in (cand.with_suffix(".py"), cand / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def imported_modules(path: Path, base: Path) -> set[str]:
+    """The modules of ``icl_lib`` (paths under ``base``, its folder) that the module at ``path``
+    imports, anywhere in it (inside functions too): ``from .x import y`` names ``x/y.py`` where
+    ``y`` is a submodule, ``x.py`` (or ``x/__init__.py``) otherwise."""
+    pkg = list(path.relative_to(base).parent.parts)
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = pkg[: len(pkg) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.split(".")[0] == "icl_lib":
+                parts = node.module.split(".")[1:]
+            else:
+                continue
+            for alias in node.names:
+                target = _module_file(base, parts + [alias.name]) or _module_file(base, parts)
+                if target is not None:
+                    found.add(str(target.relative_to(base)))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "icl_lib":
+                    target = _module_file(base, alias.name.split(".")[1:])
+                    if target is not None:
+                        found.add(str(target.relative_to(base)))
+    return found
+
+
+def import_closure(starts, root: str | Path | None = None) -> set[str]:
+    """The modules ``starts`` (paths under ``icl_lib/``) and every module they import, at any depth."""
+    base = _root(root) / "icl_lib"
+    todo, seen = [s for s in starts if (base / s).is_file()], set()
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        todo += [i for i in imported_modules(base / m, base) if i not in seen]
+    return seen
+
+
 def modules_of(chapter: str, root: str | Path | None = None) -> tuple[str, ...]:
-    """The library modules whose change makes ``chapter``'s record stale."""
-    spec = RECORDED[select(chapter)]
+    """The library modules whose change makes ``chapter``'s record stale: those declared in
+    :data:`RECORDED`, or every module the chapter's code can run -- its entry point
+    (``chapters/<topic>.py``, the one module a chapter imports), its claims' declarations and the
+    claims machinery, and every module they import at any depth -- but :data:`NOT_DECIDING` (the
+    figures decide a record whose executed notebook the book serves)."""
+    from ..claimsets import MODULES
+
+    name = select(chapter)
+    spec = RECORDED[name]
     if spec.modules is not None:
         return spec.modules
-    mods = deciding_modules(root)
-    if spec.notebook:  # a served notebook shows its figures: the code that draws them decides it too
-        base = _root(root) / "icl_lib"
-        mods += tuple(sorted(str(p.relative_to(base)) for p in (base / "figures").glob("*.py")))
-    return tuple(m for m in mods if not m.startswith(spec.excluded))
+    topic = MODULES[name]
+    mods = import_closure([f"chapters/{topic}.py", f"claimsets/{topic}.py", "claimsets/__init__.py",
+                           "claims/__init__.py"], root)
+    keep = (lambda m: not m.startswith(NOT_DECIDING) or (spec.notebook and m.startswith("figures/")))
+    return tuple(sorted(m for m in mods if keep(m) and not m.startswith(spec.excluded)))
 
 
 def select_many(chapters: str) -> list[str]:
@@ -187,7 +260,9 @@ def status(chapter: str, root: str | Path | None = None) -> dict:
     if rec is None:
         return {"record": None, "changed": [], "current": False}
     now, then = fingerprint(chapter, root), rec.get("fingerprint", {})
-    changed = sorted(p for p in set(now) | set(then) if now.get(p) != then.get(p))
+    # a part the record has and the fingerprint no longer follows (a module declared not deciding
+    # since) cannot make it stale; every part it follows must be as it was
+    changed = sorted(p for p in now if now[p] != then.get(p))
     return {"record": rec, "changed": changed, "current": not changed}
 
 
@@ -259,13 +334,14 @@ def record(chapter: str, root: str | Path | None = None, execute=_execute, comma
         if not written.exists():
             raise RuntimeError(f"{name} stopped before its claims ({err}): nothing recorded")
         claims = json.loads(written.read_text())
-    if fingerprint(name, root) != before:
-        raise RuntimeError(f"the code of {name} changed while it ran: nothing recorded; run it again")
     if claims.get("profile") != spec.profile or claims.get("chapter") != name:
         raise RuntimeError(f"the run recorded {claims.get('chapter')!r} in {claims.get('profile')!r}, "
                            f"not {name!r} in {spec.profile!r}")
+    alt_seconds = _alternatives(name, root, spec, claims, env, execute) if err is None else 0.0
+    if fingerprint(name, root) != before:
+        raise RuntimeError(f"the code of {name} changed while it ran: nothing recorded; run it again")
     rec = dict(claims, seconds=round(seconds, 1), command=command or f"python -m icl_lib record run {name}",
-               error=err, fingerprint=before, values=_glued(nb))
+               error=err, fingerprint=before, values=_glued(nb), alternatives_seconds=round(alt_seconds, 1))
     nb_path = notebook_path(name, root)
     if err is None and spec.notebook:
         _write(nb_path, nbformat.writes(nb))
@@ -274,6 +350,31 @@ def record(chapter: str, root: str | Path | None = None, execute=_execute, comma
     path = record_path(name, root)
     _write(path, json.dumps(rec, indent=1) + "\n")
     return path
+
+
+def alternatives_of(spec: Recorded) -> list[tuple[str, object]]:
+    """``(definition, alternative)`` pairs a recorded chapter is executed under."""
+    return [(k, v) for k in spec.definitions for v in DEFINITIONS[k].alternatives]
+
+
+def _alternatives(name: str, root: Path, spec: Recorded, claims: dict, env: dict, execute) -> float:
+    """Execute chapter ``name`` again under each alternative of its measurement definitions and
+    write each claim's verdict under it into ``claims`` (``"-"``: not decided there); returns the
+    seconds they took.  A run that stops before its claims is recorded as ``"error"``."""
+    seconds = 0.0
+    for key, alt in alternatives_of(spec):
+        tag = label(key, alt)
+        with tempfile.TemporaryDirectory(prefix="icl-record-alt-") as tmp:
+            alt_env = dict(env, ICL_CLAIMS_DIR=str(Path(tmp) / "claims"), **{ENV: tag})
+            _, sec, err = execute(root / "book" / f"{name}.ipynb", alt_env)
+            seconds += sec
+            written = Path(tmp) / "claims" / spec.profile / f"{name}.json"
+            verdicts = ({c["cid"]: c["verdict"] for c in json.loads(written.read_text())["claims"]}
+                        if written.exists() else None)
+        for c in claims["claims"]:
+            c.setdefault("alternatives", {})[tag] = ("error" if verdicts is None else verdicts.get(c["cid"], "-"))
+        print(f"  {name} under {tag}: {'stopped: ' + str(err) if verdicts is None else 'recorded'}", flush=True)
+    return seconds
 
 
 def served(notebook: str | Path, profile: str) -> tuple[object, float] | None:
@@ -326,5 +427,12 @@ def main_record(action: str, chapter: str | None) -> int:
         command = f"python -m icl_lib record run {name}"
         path = record(name, command=command)
         print(f"recorded {name} in {path}", flush=True)
+    from . import ledger
+
+    if ledger.append():
+        moved = ledger.uncovered(ledger.load())
+        print(f"the records' ledger ({ledger.LEDGER}) has a new state; verdicts moved without an entry on the "
+              f"rule-change page: {len(moved)}" + "".join(f"\n  {m.chapter} {m.cid}: {m.before} -> {m.after}"
+                                                          for m in moved))
     print(describe())
     return 0

@@ -27,25 +27,34 @@ from ..paper1.anisotropic.learned import (
     circuit_table,
     distance_sweep,
     head_split_histories,
+    initial_spread_rival,
     inverse_distances,
     ov_magnitude_estimate,
+    ov_magnitude_rival,
     ov_magnitudes,
     preconditioner_values,
     split_at,
     split_floor,
     sweep_estimates,
 )
-from ..paper1.anisotropic.model_losses import length_losses, loss_estimates, loss_summary, paired_losses
+from ..paper1.anisotropic.model_losses import (
+    length_losses,
+    loss_estimates,
+    loss_summary,
+    paired_losses,
+    plain_gd_rival,
+)
 from ..paper1.anisotropic.preconditioner import optimal_preconditioner, reference_values, risk_check, risk_estimates
 from ..stats import median_ci, ratio
 
 __all__ = [
     "SEEDS", "AnisotropicSetup", "b3_estimates", "changed_parameters", "circuit_table", "Claims", "DataConfig",
-    "distance_sweep", "effective_preconditioner", "figures", "head_split_histories", "inverse_distances",
-    "length_losses", "loss_estimates", "loss_summary", "median_ci", "optimal_preconditioner",
-    "ov_magnitude_estimate", "ov_magnitudes", "paired_losses", "pos_neg_runs", "preconditioner_values", "ratio",
+    "distance_sweep", "effective_preconditioner", "figures", "head_split_histories", "initial_spread_rival",
+    "inverse_distances", "length_losses", "loss_estimates", "loss_summary", "median_ci", "optimal_preconditioner",
+    "ov_magnitude_estimate", "ov_magnitude_rival", "ov_magnitudes", "paired_losses", "plain_gd_rival",
+    "pos_neg_runs", "preconditioner_values", "ratio",
     "reference_values", "risk_check", "risk_estimates", "split_at", "split_floor", "sweep_estimates",
-    "train_groups", "training_summary",
+    "train_groups", "training_summary", "glue_values",
 ]
 
 SEEDS = {"quick": 10, "paper": 20}  # seeds per correlation, by profile
@@ -109,3 +118,16 @@ class AnisotropicSetup(ChapterSetup):
     def runs(self) -> dict[str, list[RunSpec]]:
         """``{"rhos": ...}``: every run of :meth:`rho_sweep`."""
         return {"rhos": flat(self.rho_sweep())}
+
+
+def glue_values(values: dict, skip=()) -> None:
+    """Glue each value of ``values`` under the name ``ch6_<key>`` (numpy scalars as Python numbers,
+    which ``{glue:text}`` can format), but the keys in ``skip`` (values the chapter's text does not
+    quote).  Chapter 6's text cites every value it glues."""
+    import numpy as np
+    from myst_nb import glue
+
+    for key, value in values.items():
+        if key in skip:
+            continue
+        glue(f"ch6_{key}", value.item() if isinstance(value, np.generic) else value, display=False)

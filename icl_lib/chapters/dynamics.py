@@ -14,6 +14,7 @@ from ..paper1.dynamics.stage_detection import STAGE_HEADS_MAX, check_stage_heads
 from ..paper1.sweeps import heads_sweep_specs
 from ..validate import check_float, check_int
 from .base import ChapterSetup, flat, grouped, resolve_common
+from .patterns import SWEEP_EXTENSION
 
 # Every library name chapter 3's code uses, so that the chapter imports this module alone.
 from .. import figures
@@ -52,12 +53,13 @@ from ..paper1.dynamics.stage_detection import (
     sweep_stages,
 )
 from ..seeding import derive_seed
-from ..stats import affine, proportion_ci, sign_fraction
+from ..stats import affine, median_ci, proportion_ci, sign_fraction
 
 __all__ = [
     "SEEDS", "DynamicsSetup", "affine", "approx_error", "approx_gd_sweep", "ApproxGDConfig", "ApproxLossConfig",
     "attention_norm_study", "changed_parameters", "Claims", "derive_seed", "figures", "gd_estimates", "gd_stages",
-    "gd_statistics", "history_grid", "landscape_mc", "landscape_statistics", "norm_estimates", "norm_statistics",
+    "gd_statistics", "history_grid", "landscape_mc", "landscape_statistics", "median_ci", "norm_estimates",
+    "norm_statistics",
     "observation_runs", "observation_summary", "observation_table", "one_head_optimum", "optimal_eta_vanilla",
     "optimality_estimates", "optimality_table", "proportion_ci", "run_fraction", "s_star", "settle_order_estimate",
     "SETTLE_TOL", "shown_seed", "sign_fraction", "single_sign_end", "stage_detection", "stage_estimates",
@@ -91,6 +93,7 @@ class DynamicsSetup(ChapterSetup):
     norm_draws: int
     data: DataConfig
     train: TrainConfig
+    extra: dict  # chapter 2's sample extension ({H: more seeds}; patterns.SWEEP_EXTENSION)
 
     @classmethod
     def from_parameters(cls, *, profile, seed, device, heads, seeds, d, L, sigma2, steps, lr, gd_heads, gd_lr,
@@ -100,6 +103,7 @@ class DynamicsSetup(ChapterSetup):
         and the profile's seeds (``seeds=None``)."""
         profile, seed, device = resolve_common(profile, seed, device, span=40)
         heads = check_stage_heads(heads)  # 2..8: the stages need two heads
+        extra = SWEEP_EXTENSION[profile] if seeds is None else {}
         seeds = SEEDS[profile] if seeds is None else seeds
         seeds = check_int("seeds", seeds, 1, 40)  # training time grows with seeds
         d = check_int("d", d, 1, 32)
@@ -115,7 +119,7 @@ class DynamicsSetup(ChapterSetup):
         norm_draws = check_int("norm_draws", norm_draws, 100, 20_000)  # 3 to 20 min
         return cls(profile, seed, device, heads, seeds, d, L, sigma2, steps, lr, gd_heads, gd_lr, gd_steps, n_mc,
                    norm_omega, norm_draws, data=DataConfig(d=d, L=L, sigma2=sigma2),
-                   train=train_config(profile, steps=steps, lr=lr))
+                   train=train_config(profile, steps=steps, lr=lr), extra=extra)
 
     @property
     def sweep_heads(self) -> list[int]:
@@ -125,7 +129,7 @@ class DynamicsSetup(ChapterSetup):
     def sweep(self) -> dict[int, list[RunSpec]]:
         """``{H: [RunSpec per seed]}`` for :attr:`sweep_heads`: chapter 2's specifications
         (:func:`~icl_lib.paper1.sweeps.heads_sweep_specs`), so the run cache serves its runs."""
-        specs = heads_sweep_specs(self.sweep_heads, self.seeds, self.seed, self.data, self.train)
+        specs = heads_sweep_specs(self.sweep_heads, self.seeds, self.seed, self.data, self.train, self.extra)
         return grouped(specs, lambda s: s.model.heads)
 
     def runs(self) -> dict[str, list[RunSpec]]:

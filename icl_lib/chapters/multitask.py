@@ -42,6 +42,7 @@ from ..paper1.multitask.references import (
     max_bayes_draws,
     optimal_gamma_shared,
     predicted_shared_ratio,
+    reference_gap,
     reference_risks,
     task_loss_table,
 )
@@ -53,7 +54,7 @@ __all__ = [
     "derive_seed", "describe_sources", "effective_gamma", "envelope", "expected_mode", "figures",
     "gamma_off_estimates", "global_pattern_estimates", "global_pattern_table", "largest", "loss_gap_estimates",
     "max_bayes_draws", "mode_estimates", "mode_history_fractions", "optimal_gamma_shared", "paper_mode_table",
-    "pattern_table", "per_model_table", "predicted_shared_ratio", "proportion_ci", "reference_risks",
+    "pattern_table", "per_model_table", "predicted_shared_ratio", "proportion_ci", "reference_gap", "reference_risks",
     "shared_ratio_estimates", "shown_seeds", "smallest", "task_loss_table", "train_groups",
 ]
 

@@ -16,13 +16,15 @@ from ..paper1.optimality.proportional import proportional_specs
 from ..paper1.sweeps import heads_sweep_specs
 from ..validate import check_float, check_float_list, check_int
 from .base import ChapterSetup, flat, grouped, resolve_common, split
+from .patterns import SWEEP_EXTENSION
 
 # Every library name chapter 5's code uses, so that the chapter imports this module alone.
 from .. import estimators as est, figures, stats
 from ..chapter import changed_parameters
 from ..claims import Claims
 from ..engine import stack_models, train, train_groups
-from ..paper1.optimality.activations import activation_rates, activation_table, pattern_estimate, rate_spread_estimate
+from ..paper1.optimality.activations import (activation_rates, activation_table, coefficient_spread, pattern_estimate,
+                                             rate_spread_estimate)
 from ..paper1.optimality.experiment import (
     ACTIVATIONS_B2,
     kept_variants,
@@ -62,6 +64,7 @@ from ..seeding import derive_seed
 
 __all__ = [
     "SEEDS", "OptimalitySetup", "activation_rates", "activation_table", "ACTIVATIONS_B2", "bayes_limit_estimate",
+    "coefficient_spread",
     "bayes_ratio_grid", "changed_parameters", "Claims", "closed_form_checks", "derive_seed", "est", "figures",
     "gap_estimate", "gap_values", "group_errors", "kept_variants", "labelled", "LABELS", "learned_rate",
     "length_curves", "length_estimates", "length_table", "linear_estimates", "linear_vs_softmax",
@@ -111,6 +114,7 @@ class OptimalitySetup(ChapterSetup):
     ratio_sigma2s: list
     data: DataConfig
     train: TrainConfig
+    extra: dict  # chapter 2's sample extension ({H: more seeds}; patterns.SWEEP_EXTENSION)
 
     @classmethod
     def from_parameters(cls, *, profile, seed, device, heads, seeds, d, L, sigma2, steps, lr, variant_seeds,
@@ -122,6 +126,7 @@ class OptimalitySetup(ChapterSetup):
         ``prop_seeds``: ``None``); ``Ls`` gains the training length ``L``."""
         profile, seed, device = resolve_common(profile, seed, device, span=36)
         heads = check_heads(heads, hi=8)  # evaluation: (2000, R H, L) scores
+        extra = SWEEP_EXTENSION[profile] if seeds is None else {}
         seeds = SEEDS[profile]["sweep"] if seeds is None else seeds
         seeds = check_int("seeds", seeds, 1, 36)  # training time ~ seeds sum(heads)
         d = check_int("d", d, 1, 16)  # time ~ (d + 1)^2; kernel search holds n L d
@@ -151,12 +156,12 @@ class OptimalitySetup(ChapterSetup):
                    n_test, n_sets,
                    lin_omegas, lin_fit_max, lin_ratio, prop_d, prop_xis, prop_seeds, ratio_d, ratio_xis,
                    ratio_sigma2s, data=DataConfig(d=d, L=L, sigma2=sigma2),
-                   train=train_config(profile, steps=steps, lr=lr))
+                   train=train_config(profile, steps=steps, lr=lr), extra=extra)
 
     def sweep(self) -> dict[int, list[RunSpec]]:
         """``{H: [RunSpec per seed]}``: chapter 2's sweep for ``heads`` with the first ``seeds``
         seeds (:func:`~icl_lib.paper1.sweeps.heads_sweep_specs`)."""
-        specs = heads_sweep_specs(self.heads, self.seeds, self.seed, self.data, self.train)
+        specs = heads_sweep_specs(self.heads, self.seeds, self.seed, self.data, self.train, self.extra)
         return grouped(specs, lambda s: s.model.heads)
 
     def variants(self) -> dict[str, list[RunSpec]]:

@@ -32,6 +32,7 @@ from ..paper1.phase_outcomes import (
     MIN_CELL_RUNS,
     model_table,
     outcome_table,
+    paper_scope,
     rate_table,
     time_panels,
     time_scaling,
@@ -58,7 +59,7 @@ __all__ = [
     "describe_sources", "figures", "fraction_diff", "init_ceiling", "MIN_CELL_RUNS", "model_table",
     "outcome_matrix", "outcome_table", "phase", "predictor_vs_ceiling", "proportion_ci", "rate_table",
     "stationarity_study", "stats", "switch_effects", "td", "time_panels", "time_scaling", "train", "train_config",
-    "train_groups", "trap", "trap_axes", "worst_cell", "worst_cell_where",
+    "train_groups", "trap", "trap_axes", "worst_cell", "worst_cell_where", "paper_scope",
 ]
 
 DESCENT_STEPS = {"quick": 1000, "paper": 3000}  # gradient descent from the trap's end points, by profile

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-__all__ = ["Finding", "FINDINGS", "SOURCES", "finding_verdict"]
+__all__ = ["Finding", "FINDINGS", "SOURCES", "finding_verdict", "Untested", "UNTESTED"]
 
 SOURCES = {"P1": "Paper 1 (He, Pan, Chen, Yang)", "P2": "Paper 2 (Goel, Soltanolkotabi, Bartlett)",
            "book": "Beyond the papers", "checks": "Checks of the book's own derivations and design"}
@@ -113,6 +113,30 @@ FINDINGS: dict[str, Finding] = {
     "checks-design": Finding("checks", "The study's design", "horizons, stored outcomes and the design choices the "
                              "chapters rest on"),
 }
+
+
+@dataclass(frozen=True)
+class Untested:
+    """A sentence of a paper the book does not test as written: its ``source`` (a key of
+    :data:`SOURCES`), ``section``, the paper's ``quote`` and ``why`` (what the book measures
+    instead, or what a test would need).  The claims dashboard lists them in its headline."""
+
+    source: str
+    section: str
+    quote: str
+    why: str
+
+
+UNTESTED: tuple[Untested, ...] = (
+    Untested("P1", "B.3", "Thus, the effective learning rate, [·], is the same as in the isotropic case",
+             "under the anisotropic covariates the effective rate depends on how Gamma is normalised, which the "
+             "paper's text leaves to its lost equations; the book decides the rate at one stated normalisation as "
+             "its own question (book-b3-rate), not the paper's sentence"),
+    Untested("P2", "§1, §5", "the regularizer obtained in Section 4 which helps it avoid spurious stationary points",
+             "the book measures the saddle at the origin (its growth rate and plateau) and the regulariser from "
+             "small random starts as its own question (book-regulariser); whether the regulariser removes "
+             "stationary points that plain gradient descent would stop at is not tested"),
+)
 
 
 def finding_verdict(verdicts: Iterable[str]) -> str:

@@ -4,21 +4,26 @@ lines, the table and the JSON record every chapter ends with (see :mod:`icl_lib.
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
 from ..config import DEVICES, resolve_device
+from ..definitions import active
 from ..validate import check_choice
 from ..version import __version__
+from .decision import (
+    _known_in, _source, _population, _rivals, _rival, _reading_alternatives,
+    _margin, _whole, _design, _defs, _lean, _decide_text,
+    _known,
+)
 from .multiplicity import decision_share
-from .rules import Excludes, Rule, format_value
+from .rules import Excludes, format_value
 
 __all__ = ["Claims", "Claim", "VERDICTS", "PROFILES", "KINDS", "CLAIM_LINE", "CLAIMS_MIME", "CLAIMS_GLUE_KEY"]
 
@@ -69,10 +74,20 @@ class Claim:
     share: float | None = None  # decided on an interval: the share of its error rate at which it stands
     alpha: float | None = None  # the error rate of its decision (one side)
     lean: str = ""  # INCONCLUSIVE: the verdict its point estimate alone would give
+    alternatives: dict = field(default_factory=dict)  # definition=alternative -> the verdict under it
+    margin: str = ""  # an equivalence: whether its margin follows the margin rule, given its rival
+    whole: str = ""  # a claim decided on a subpopulation: the whole population's figure
+    design: str = ""  # the smallest effect its n can decide (a fraction: the best its n can show)
+    definitions: dict = field(default_factory=dict)  # the measurement definitions set away from their own
 
     @property
     def passed(self) -> bool:
         return self.verdict == "PASS"
+
+    @property
+    def fragile(self) -> bool:
+        """Whether a declared alternative of a definition gives another verdict."""
+        return any(v != self.verdict for v in self.alternatives.values() if v not in ("-", "NOT-RUN"))
 
     def line(self) -> str:
         return (f"{_PREFIX[self.kind]} {self.cid} {self.verdict} measured={self.measured} interval={self.interval} "
@@ -124,22 +139,27 @@ class Claims:
 
     # ----------------------------------------------------------------- deciding declared claims
     def decide(self, key: str, estimate, /, *, n: int | None = None, left_out: str = "",
-               rival: float | dict | None = None, **fields) -> str:
+               rival: float | dict | None = None, whole=None, **fields) -> str:
         """Decide the declared claim ``key`` (:mod:`icl_lib.claimsets`; its id's fields in
         ``fields``, e.g. ``H=2``) on ``estimate`` (an :class:`~icl_lib.stats.Estimate`) by its
         declared rule, read at the rule's level (an equivalence at 90 %).  ``rival``: the value of
         the declared nearest rival (``{name: value}`` for several), which the interval must then
         exclude.  ``n``: the independent
-        units the estimate rests on (for the size that would decide it).  ``left_out``: who the
-        declared population leaves out, in words (``"9 single-sign runs"``).  A claim not declared
-        for this profile is recorded as ``NOT-RUN``.  Returns the verdict."""
+        units the estimate rests on (for the size that would decide it, and for a fraction the best
+        its n can show).  ``left_out``: who the declared population leaves out, in words (``"9
+        single-sign runs"``); ``whole``: for a claim on a subpopulation, the same measurement over
+        the whole population (an :class:`~icl_lib.stats.Estimate`, a number or a text).  The
+        verdict is also decided under each alternative of the reading definitions its entry uses
+        (:mod:`icl_lib.definitions`).  A claim not declared for this profile is recorded as
+        ``NOT-RUN``.  Returns the verdict."""
         spec = self.declared.get(key)
         cid, quote = spec.fill(**fields)
         if isinstance(spec.rule, str):
             raise ValueError(f"claim={key!r} is invalid for decide(): its rule is {spec.rule!r} in words "
                              "(decide_exact)")
         rule = spec.rule
-        for name, value in _rivals(spec, key, rival).items():
+        rivals = _rivals(spec, key, rival)
+        for name, value in rivals.items():
             rule = rule & Excludes(value, name)
         if self.profile not in spec.profiles:
             return self._not_run(spec, cid, quote, rule.text)
@@ -149,16 +169,19 @@ class Claims:
         decide = _decide_text(at, rule, n, spec.unit, spec.undecided, lean) if verdict == "INCONCLUSIVE" else ""
         self._add(Claim(cid, verdict, format_value(estimate.value), rule.text, quote, self.profile,
                         f"[{format_value(at.lo)},{format_value(at.hi)}]", spec.section, spec.profiles, at.level,
-                        _cell_number(), _known(_known_of(spec, cid, fields)) if verdict != "PASS" else "",
+                        _cell_number(), _known(_known_in(spec, cid, fields, self.profile)) if verdict != "PASS" else "",
                         spec.kind, decide, spec.finding, _source(spec), spec.estimand,
                         _population(spec, left_out), _rival(spec, rival),
-                        decision_share(rule, estimate, verdict), rule.alpha(estimate), lean))
+                        decision_share(rule, estimate, verdict), rule.alpha(estimate), lean,
+                        _reading_alternatives(spec, rule, estimate), _margin(spec, rivals),
+                        _whole(whole), _design(spec.rule, estimate, n, spec.unit), _defs()))
         return verdict
 
-    def decide_exact(self, key: str, passed: bool, measured, /, *, left_out: str = "", **fields) -> str:
+    def decide_exact(self, key: str, passed: bool, measured, /, *, left_out: str = "", whole=None,
+                     **fields) -> str:
         """Decide the declared claim ``key``, whose rule is a condition in words (``"every
         model"``), by the chapter's own comparison ``passed`` (no interval: an exact statement, or
-        every member of a family).  Returns the verdict."""
+        every member of a family).  ``whole``: as in :meth:`decide`.  Returns the verdict."""
         spec = self.declared.get(key)
         cid, quote = spec.fill(**fields)
         expected = spec.rule if isinstance(spec.rule, str) else spec.rule.text
@@ -167,8 +190,9 @@ class Claims:
         verdict = "PASS" if passed else "FAIL"
         self._add(Claim(cid, verdict, format_value(measured), expected.replace(" ", ""), quote, self.profile, "-",
                         spec.section, spec.profiles, None, _cell_number(),
-                        _known(_known_of(spec, cid, fields)) if verdict != "PASS" else "", spec.kind, "",
-                        spec.finding, _source(spec), spec.estimand, _population(spec, left_out), _rival(spec, None)))
+                        _known(_known_in(spec, cid, fields, self.profile)) if verdict != "PASS" else "", spec.kind, "",
+                        spec.finding, _source(spec), spec.estimand, _population(spec, left_out), _rival(spec, None),
+                        whole=_whole(whole), definitions=_defs()))
         return verdict
 
     def cannot_decide(self, key: str, why: str, /, **fields) -> str:
@@ -181,7 +205,8 @@ class Claims:
             return self._not_run(spec, cid, quote, expected)
         self._add(Claim(cid, "INCONCLUSIVE", "-", expected.replace(" ", ""), quote, self.profile, "-", spec.section,
                         spec.profiles, None, _cell_number(), "", spec.kind, " ".join(why.split()), spec.finding,
-                        _source(spec), spec.estimand, _population(spec, ""), _rival(spec, None)))
+                        _source(spec), spec.estimand, _population(spec, ""), _rival(spec, None),
+                        definitions=_defs()))
         return "INCONCLUSIVE"
 
     def _not_run(self, spec, cid: str, quote: str, expected: str) -> str:
@@ -224,6 +249,13 @@ class Claims:
             if c.decide:
                 item += f"; undecided: {c.decide}"
             text += item + "."
+        fragile = [c for c in self.items if c.fragile]
+        if fragile:
+            text += ("\n\nVerdicts that another of the book's declared definitions would change "
+                     "(`icl_lib.definitions`):")
+            for c in fragile:
+                text += f"\n- `{c.cid}` **{c.verdict}**, " + "; ".join(
+                    f"{k}: {v}" for k, v in c.alternatives.items() if v != c.verdict) + "."
         return text
 
     def reported(self) -> list[Claim]:
@@ -244,22 +276,27 @@ class Claims:
             "torch": torch.__version__,
             "python": platform.python_version(),
             "changed": list(self.changed),
+            "definitions": {k: v for k, v in active().items()},
             "claims": [asdict(c) for c in self.items],
         }
 
     def table(self):
+        """The chapter's claims, narrow enough for the page: the claim, its verdict, the measurement
+        with its interval and the rule (the dashboard shows the statements, populations, rivals and
+        sources beside them)."""
         import pandas as pd
 
-        return pd.DataFrame([{"claim": c.cid, "verdict": c.verdict, "measured": c.measured, "interval": c.interval,
-                              "expected": c.expected, "population": c.population, "finding": c.finding,
-                              "reported": c.known_failure, "kind": c.kind, "section": c.section,
-                              "statement": c.statement} for c in self.items])
+        return pd.DataFrame([{"claim": c.cid, "verdict": c.verdict,
+                              "measured [interval]": c.measured + ("" if c.interval == "-" else f" {c.interval}"),
+                              "rule": c.expected} for c in self.items])
 
     def report(self) -> None:
         """Print the ``CLAIM`` lines, display the table, record the claims, and -- in the chapter's
         own settings (no ``changed`` parameter) -- fail if a claim failed that the chapter does not
         report (``INCONCLUSIVE`` and ``NOT-RUN`` never fail the chapter).  A claim declared for
-        the chapter but not decided fails it too: every declaration is a claim."""
+        the chapter but not decided fails it too: every declaration is a claim.  Under an
+        alternative of a definition (``ICL_DEFINITIONS``, :mod:`icl_lib.definitions`) the
+        verdicts are printed and recorded and none fails the run: the record compares them."""
         if not self.items:
             raise AssertionError(f"chapter {self.chapter} checked no claim")
         if self.changed:
@@ -272,6 +309,11 @@ class Claims:
         for c in self.items:
             if c.decide:
                 print(f"UNDECIDED {c.cid}: {c.decide}")
+            if c.design and "cannot" in c.design:
+                print(f"DESIGN {c.cid}: {c.design}")
+            if c.fragile:
+                print(f"FRAGILE {c.cid} {c.verdict}: " + "; ".join(
+                    f"{k} gives {v}" for k, v in c.alternatives.items() if v != c.verdict))
         payload = self.payload()
         try:
             from IPython import get_ipython
@@ -279,7 +321,7 @@ class Claims:
 
             import pandas as pd
 
-            with pd.option_context("display.max_colwidth", None):  # the statements in full
+            with pd.option_context("display.max_colwidth", 60):
                 display(self.table())
             if get_ipython() is not None:  # the same claims as JSON, for the book's dashboard
                 record = {"scrapbook": {"name": CLAIMS_GLUE_KEY, "mime_prefix": _GLUE_PREFIX}}
@@ -294,7 +336,7 @@ class Claims:
             tmp = folder / f".{self.chapter}.json.tmp"
             tmp.write_text(json.dumps(record, indent=1))
             os.replace(tmp, folder / f"{self.chapter}.json")
-        if self.changed:
+        if self.changed or active():
             return
         failed = [c.cid for c in self.items if c.verdict == "FAIL" and not c.known_failure]
         if failed:
@@ -304,106 +346,6 @@ class Claims:
         missing += [s.id for s in self.declared if s.fields and not any(s is self.declared.find(c) for c in decided)]
         if missing:
             raise AssertionError(f"{len(missing)} declared claim(s) not decided in {self.chapter}: {', '.join(missing)}")
-
-
-def _known_of(spec, cid: str, fields: dict) -> str:
-    """The chapter's report of where claim ``cid`` does not reproduce: its declaration's text, or
-    for a claim of several ids the text given for this one."""
-    known = spec.known_failure
-    if isinstance(known, dict):
-        return known.get(cid, "")
-    return known.format(**fields) if known else ""
-
-
-def _source(spec) -> str:
-    """Where the rule comes from: the words-to-rules entry, or why it departs from it."""
-    if spec.departs:
-        return f"departs from the table{' (' + spec.word + ')' if spec.word else ''}: {' '.join(spec.departs.split())}"
-    return f"the table: {spec.word}" if spec.word else ""
-
-
-def _population(spec, left_out: str) -> str:
-    text = spec.population
-    return f"{text}; left out: {' '.join(left_out.split())}" if left_out.strip() else text
-
-
-def _names(spec) -> tuple:
-    return (spec.rival,) if isinstance(spec.rival, str) and spec.rival else tuple(spec.rival or ())
-
-
-def _rivals(spec, key: str, value) -> dict:
-    """``{name: value}`` of the declared rivals whose values the chapter passed."""
-    if value is None:
-        return {}
-    names = _names(spec)
-    values = value if isinstance(value, dict) else {names[0] if names else "": value}
-    unknown = [k for k in values if k not in names]
-    if unknown:
-        raise ValueError(f"rival={value!r} is invalid: claim {key!r} declares the rivals {list(names)}")
-    return {k: float(v) for k, v in values.items()}
-
-
-def _rival(spec, value) -> str:
-    names = _names(spec)
-    if not names:
-        return ""
-    if value is None:
-        return ", ".join(names)
-    values = value if isinstance(value, dict) else {names[0]: value}
-    return ", ".join(f"{k} = {format_value(float(values[k]))}" if k in values else k for k in names)
-
-
-def _lean(rule, estimate) -> str:
-    """The verdict the point estimate alone gives (``""`` when it sits on the rule's boundary)."""
-    from ..stats import Estimate
-
-    point = Estimate(estimate.value, estimate.value, estimate.value, estimate.level)
-    v = rule.verdict(point)
-    return v if v in ("PASS", "FAIL") else ""
-
-
-def _extrapolates(estimate) -> bool:
-    """Whether growing ``estimate``'s units shrinks its interval as :func:`~icl_lib.stats.size_to_decide`
-    assumes: exact for fractions (``at_size``), a guide for t, normal and score intervals and
-    fitted slopes; not for order-statistic intervals (medians), whose ends can lie in another
-    mode of the seeds, nor for a hull or bound of several intervals."""
-    if estimate.at_size is not None:
-        return True
-    what = estimate.what
-    return "order-statistic" not in what and any(w in what for w in ("t interval", "normal interval", "score",
-                                                                    "slope", "delta-method", "bootstrap"))
-
-
-def _decide_text(estimate, rule: Rule, n: int | None, unit: str, undecided: str, lean: str) -> str:
-    """What would decide an INCONCLUSIVE claim and which way it leans: ``"leans PASS (its point
-    estimate satisfies the rule); about 36 seeds per head count would decide it at the measured
-    value and spread (12 here); <undecided>"``."""
-    from ..stats import size_to_decide  # stats imports validate only; claims is imported by stats' users
-
-    lean_text = {"PASS": "leans PASS (its point estimate satisfies the rule)",
-                 "FAIL": "leans FAIL (its point estimate fails the rule)"}.get(lean, "its point estimate sits on the "
-                                                                                   "rule's boundary")
-    if n is None:
-        text = "the size that would decide it is not given"
-    elif n < 1:
-        text = f"nothing to decide it on: no {unit} measured"
-    elif not _extrapolates(estimate):
-        kind = f" ({estimate.what})" if estimate.what else ""
-        text = (f"its interval{kind} is not known to shrink as one over the root of the {unit}, so no size "
-                f"that would decide it is extrapolated ({n:,} here)")
-    else:
-        need = size_to_decide(estimate, rule.decide, n)
-        text = (f"about {need:,} {unit} would decide it at the measured value and spread ({n:,} here)" if need
-                else f"no number of {unit} would decide it at the measured value (it lies on the condition's "
-                     f"boundary, or the interval is unbounded; {n:,} here)")
-    return lean_text + "; " + text + (f"; {' '.join(undecided.split())}" if undecided.strip() else "")
-
-
-def _known(text: str) -> str:
-    if not isinstance(text, str) or (text and not text.strip()):
-        raise ValueError(f"known_failure={text!r} is invalid: accepted '' or a sentence saying where the claim "
-                         "fails and where the chapter shows it")
-    return " ".join(text.split())
 
 
 def _cell_number() -> int | None:

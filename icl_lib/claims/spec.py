@@ -61,8 +61,10 @@ class ClaimSpec:
     profiles: tuple = PROFILES
     unit: str = "seeds"
     undecided: str = ""
-    known_failure: str | dict = ""  # a text, or {filled id: text} for a claim of several ids
+    known_failure: str | dict = ""  # a text, {profile: text}, or {filled id: text} for a claim of several ids
     written: str = ""
+    no_rival: str = ""  # why a claim read as an equivalence or identity has no meaningful rival
+    margin_departs: str = ""  # why its margin departs from the margin rule
 
     def __post_init__(self):
         if not _ID.match(self.id) or " " in self.id:
@@ -80,7 +82,8 @@ class ClaimSpec:
         object.__setattr__(self, "profiles", profiles)
         known = self.known_failure
         if not isinstance(known, (str, dict)) or (isinstance(known, str) and known and not known.strip()):
-            fail("known_failure", known, f"a report in words, {{id: report}} or empty (claim {self.id!r})")
+            fail("known_failure", known, f"a report in words, {{profile: report}}, {{id: report}}, {{id: "
+                                         f"{{profile: report}}}} or empty (claim {self.id!r})")
         if self.written and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", self.written):
             fail("written", self.written, "a date YYYY-MM-DD")
         from .findings import FINDINGS
@@ -96,6 +99,28 @@ class ClaimSpec:
             fail("rule", getattr(self.rule, "text", self.rule),
                  f"a rule the table's entry {self.word!r} calls for ({WORDS[self.word].rule}), or departs=why "
                  f"(claim {self.id!r})")
+    @property
+    def reads_equivalence(self) -> bool:
+        """Whether the claim is read as an equivalence or an identity: its entry asks for a rival, or
+        its rule is an equivalence (two one-sided tests)."""
+        from .words import reads_equivalence
+
+        return reads_equivalence(self.word) or "equiv[" in getattr(self.rule, "text", "")
+
+    def unbound(self) -> list[str]:
+        """What binds a paper claim to the table and is missing (a test holds every declaration to
+        none): its quote without a word of its entry (and no departure said), or a reading as an
+        equivalence or identity without its rival (and no reason given)."""
+        from .words import WORDS, names_words
+
+        out = []
+        if self.kind != "paper":
+            return out
+        if self.word and not self.departs.strip() and not names_words(self.quote, self.word):
+            out.append(f"quote without a word of the entry {self.word!r} ({WORDS[self.word].words}) and no departs")
+        if self.reads_equivalence and not (self.rival or self.no_rival.strip()):
+            out.append("read as an equivalence or identity without a rival and no no_rival")
+        return out
 
     @property
     def fields(self) -> tuple[str, ...]:

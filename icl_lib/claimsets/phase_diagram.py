@@ -81,22 +81,36 @@ def _initialisation() -> list[ClaimSpec]:
     ]
 
 
+_C1 = ("we found that the results are not sensitive to the choice of optimization algorithm, hyperparameters "
+       "such as batch size and learning rate")
+
+
 def _switches() -> list[ClaimSpec]:
     common = dict(section="beyond P1 §4.2", kind="beyond", finding="trap-causes", unit="initialisations",
                   written="2026-12-05")
     out = []
     for tag, what in _SWITCH.items():
-        out += [
-            ClaimSpec(f"outcomes-changed-by-{tag}", f"switching {what} changes which runs are trapped more than "
-                      "a new data draw does", rule=Above(0.0),
-                      estimand="the share of (initialisation, data stream) pairs whose outcome changes with the "
-                      "switch minus the share whose outcome changes between the first two data streams of the "
-                      "same initialisation (paired by initialisation, bootstrap interval)", **common),
-            ClaimSpec(f"trap-rate-changed-by-{tag}", f"switching {what} changes the trap rate by more than 0.1",
-                      rule=Outside(-0.1, 0.1),
-                      estimand="the trap rate with the switch minus without it, on the same (initialisation, data "
-                      "stream) pairs (paired, bootstrap interval over initialisations)", **common),
-        ]
+        out.append(ClaimSpec(f"outcomes-changed-by-{tag}", f"switching {what} changes which runs are trapped more "
+                             "than a new data draw does", rule=Above(0.0),
+                             estimand="the share of (initialisation, data stream) pairs whose outcome changes with the "
+                             "switch minus the share whose outcome changes between the first two data streams of the "
+                             "same initialisation (paired by initialisation, bootstrap interval)", **common))
+    out.append(ClaimSpec("trap-rate-changed-by-form-3.1", f"switching {_SWITCH['form-3.1']} changes the trap rate "
+                         "by more than 0.1", rule=Outside(-0.1, 0.1),
+                         estimand="the trap rate with the switch minus without it, on the same (initialisation, data "
+                         "stream) pairs (paired, bootstrap interval over initialisations)", **common))
+    for tag, what in (("sgd", "optimization algorithm: Adam to SGD at the matched step"),
+                      ("batch-4096", "batch size: 256 to 4,096 sequences per step")):
+        out.append(ClaimSpec(
+            f"pattern-insensitive-to-{tag}", f"{_C1} (two heads, the {what})", section="P1 C.1", kind="paper",
+            finding="p1-consistency", rule=Equivalent(-0.15, 0.15), word="insensitive to", rival="no-trap",
+            margin_departs="the margin of trap-insensitive-to-lr, written before its run, for the same sentence; the "
+            "trap's whole rate sits within twice it, so the interval must exclude the rival",
+            estimand="the two-head pattern's fraction with the switch minus without it, on the same "
+            "(initialisation, data stream) pairs at paper 1's setting (paired, bootstrap interval over "
+            "initialisations at 90 %: two one-sided tests; the margin of trap-insensitive-to-lr; the rival: the "
+            "switch removes the trap, a difference of the trap's whole rate)", unit="initialisations",
+            undecided="more initialisations", written="2026-12-06"))
     return out
 
 
@@ -133,10 +147,9 @@ def _horizon() -> list[ClaimSpec]:
         ClaimSpec("stored-outcomes-settled", "every stored 500,000-step run of chapter 2 has its final outcome by "
                   "half of this chapter's horizon", rule="latest settled step <= half the horizon",
                   estimand="the latest step from which a stored run's outcome no longer changes", profiles=("paper",),
-                  known_failure="fails with 36 stored seeds per head count: a few four-head runs reach the pattern "
-                                "only after this horizon (the latest settled steps are printed above and listed "
-                                "below), so the sweep's four-head trap fractions are upper bounds; every two- and "
-                                "three-head run settles in time", **common),
+                  known_failure="a stored run settles after half the horizon (the latest settled steps are printed "
+                                "above and listed below), so the sweep's trap fractions at that head count are "
+                                "upper bounds", **common),
         ClaimSpec("sweep-settled-at-half-horizon", "the sweep's and the grid's outcomes are settled by half their "
                   "horizon", rule=Below(0.05), estimand="the fraction of the sweep's and the grid's runs whose "
                   "outcome changes after half the horizon (exact interval)", profiles=("paper",),
@@ -156,16 +169,23 @@ def _rates() -> list[ClaimSpec]:
                   known_failure={f"consistently-small-init-H{H}": "below 0.9 in the paper profile: a small initial "
                                  "scale does not bring the heads to the pattern (the table above)" for H in (2, 3, 4)},
                   **common),
-        ClaimSpec("small-init-fewer-traps-H{H}", "a smaller initialisation makes the single-sign trap rarer (H = {H})",
-                  rule=Above(0.0), estimand="the trap's fraction at the default scale minus at the sweep's smallest "
-                  "(Newcombe's score interval)",
-                  known_failure={"small-init-fewer-traps-H2": "below 0 in the paper profile: at the sweep's smallest "
-                                 "initial scale two heads are trapped more often, not less (the table above)"},
-                  **common),
+        ClaimSpec("stage-I-from-small-init-H{H}", "In Stage I, two patterns emerged—sign matching and zero-sum OV, "
+                  "which optimizes the low-order terms mainly due to the small initialization (H = {H}: a smaller "
+                  "initialization forms the pattern at least as often)", section="P1 §4.2", kind="paper",
+                  finding="p1-two-stage", rule=Above(0.0), word="larger than",
+                  departs="'mainly due to the small initialization' read as an order: at the sweep's smallest "
+                  "initial scale the positive/negative pattern forms at least as often as at the default (the "
+                  "difference of the two fractions above 0)",
+                  estimand="the pattern's fraction at the sweep's smallest initial scale minus at the default "
+                  "(Newcombe's score interval)", unit="seeds per cell", undecided=_WHY, written="2026-12-06",
+                  known_failure={"stage-I-from-small-init-H2": "below 0 in the paper profile: at the sweep's "
+                                 "smallest initial scale two heads form the pattern less often, not more (the table "
+                                 "above)"}),
         ClaimSpec("trap-insensitive-to-lr", "we found that the results are not sensitive to the choice of "
                   "optimization algorithm, hyperparameters such as batch size and learning rate (two heads: the "
                   "outcome at the sweep's second Adam rate)", section="P1 C.1", kind="paper",
                   finding="p1-consistency", rule=Equivalent(-0.15, 0.15), word="insensitive to",
+                  rival="quick-pilot",
                   estimand="the pattern's fraction at the second rate minus at the paper's (Newcombe's score "
                   "interval at 90 %: two one-sided tests)", unit="seeds at the second rate", undecided=_WHY),
     ]
@@ -193,34 +213,58 @@ def _predictors() -> list[ClaimSpec]:
     ]
 
 
+_SCOPE = ("the cells at paper 1's Adam rate with a context of at least four times the dimension (L >= 4 d: "
+          "half the paper's own L = 8 d; (4.1) and its minimiser eta* are an expansion in d / L)")
+
+
 def _grid() -> list[ClaimSpec]:
     common = dict(section="P1 Thm 4.2 (ii)", kind="paper", finding="p1-debiased-gd", population="pattern runs",
                   undecided=_WHY)
+    every = dict(section="beyond P1 Thm 4.2 (ii)", kind="beyond", finding="trap-landscape",
+                 population="pattern runs", undecided=_WHY, written="2026-12-06")
     return [
-        ClaimSpec("eta-is-eta-star-every-cell", "the learned predictor performs nearly identically to the debiased GD "
-                  "predictor with its optimal step, in every cell of the grid", rule=Below(0.10), word="every",
-                  estimand="the largest |mean eta / eta* - 1| over the cells with at least four pattern runs "
+        ClaimSpec("eta-is-eta-star-at-paper-scope", "the learned predictor performs nearly identically to the "
+                  "debiased GD predictor with its optimal step (Theorem 4.2 (ii)), in every cell of the grid at the "
+                  "paper's scope", rule=Below(0.10), word="every",
+                  estimand="the largest |mean eta / eta* - 1| over " + _SCOPE + ", with at least four pattern runs "
+                  "(Bonferroni-simultaneous t intervals)", unit="seeds per cell", **common),
+        ClaimSpec("eta-is-eta-star-every-cell", "the book's question beyond paper 1's scope: the learned rate is "
+                  "within 10 % of eta* in every cell of the grid, its shortest contexts (L = 2 d) and its largest "
+                  "Adam rates included", rule=Below(0.10),
+                  estimand="the largest |mean eta / eta* - 1| over every cell with at least four pattern runs "
                   "(Bonferroni-simultaneous t intervals)", unit="seeds per cell",
                   known_failure="above the margin in the paper profile in one cell, the grid's shortest context "
                                 "(d = 5, L = 10), where the loss is still within 0.3 % of debiased GD's: Section 7",
-                  **common),
+                  **every),
         ClaimSpec("eta-follows-shape", "Theorem 4.2 (ii): the optimal step eta*(d, L, sigma^2) is the learned rate "
-                  "across shapes and noise levels (the rival: a rate that ignores them, slope 0)",
-                  rule=Within(0.8, 1.2), word="of order",
-                  estimand="the least-squares slope of the learned eta on eta* over the grid's pattern runs",
+                  "across shapes and noise levels (at the paper's scope)", rule=Equivalent(0.9, 1.1), word="equals",
+                  rival="slope-0", departs="the identity eta = eta* read across the grid as the slope of the learned "
+                  "eta on eta* in a window around 1 (the margin of the every-cell claims, 10 %), the rival a rate "
+                  "that ignores the shape (slope 0)",
+                  estimand="the least-squares slope of the learned eta on eta* over the pattern runs of " + _SCOPE,
                   unit="runs in the pattern", **common),
-        ClaimSpec("loss-is-debiased-gd-every-cell", "the pos/neg models' loss is the optimal debiased-GD risk in "
-                  "every cell of the grid", section="P1 §4.3, Thm 4.2 (ii)", kind="paper",
-                  finding="p1-debiased-gd", population="pattern runs", rule=Below(0.05), word="every",
-                  estimand="the largest |mean paired excess over debiased GD / R_dGD*| over the cells with at least "
+        ClaimSpec("eta-follows-shape-every-cell", "the book's question beyond paper 1's scope: the learned rate "
+                  "follows eta* over every cell of the grid", rule=Equivalent(0.9, 1.1),
+                  estimand="the least-squares slope of the learned eta on eta* over the grid's pattern runs",
+                  unit="runs in the pattern",
+                  known_failure="below the window in the paper profile: the shortest contexts and the largest rates "
+                                "pull the slope under 0.9 (Section 7)", **every),
+        ClaimSpec("loss-is-debiased-gd-at-paper-scope", "the learned predictor performs nearly identically to the "
+                  "debiased GD predictor, in every cell of the grid at the paper's scope",
+                  section="P1 §4.3, Thm 4.2 (ii)", kind="paper", finding="p1-debiased-gd", population="pattern runs",
+                  rule=Below(0.05), word="every",
+                  estimand="the largest |mean paired excess over debiased GD / R_dGD*| over " + _SCOPE + ", with at "
+                  "least four pattern runs (Bonferroni-simultaneous t intervals), at the grid's 20,000-step horizon",
+                  unit="seeds per cell", undecided=_WHY),
+        ClaimSpec("loss-is-debiased-gd-every-cell", "the book's question beyond paper 1's scope: the pos/neg models' "
+                  "loss is within 5 % of the optimal debiased-GD risk in every cell of the grid, its largest Adam "
+                  "rates included", rule=Below(0.05),
+                  estimand="the largest |mean paired excess over debiased GD / R_dGD*| over every cell with at least "
                   "four pattern runs (Bonferroni-simultaneous t intervals), at the grid's 20,000-step horizon",
                   unit="seeds per cell",
                   known_failure="above the margin in the paper profile at the grid's two largest Adam rates "
                                 "(1e-2, 3e-2), an excess that grows with the rate; at paper 1's rate every cell "
-                                "is within 3 %: Section 7",
-                  undecided="the grid trains to chapter 9's 20,000-step horizon, shorter than the paper's 500,000 "
-                            "steps at which chapters 2 and 5 test this claim; more seeds per cell would decide it "
-                            "here"),
+                                "is within 3 %: Section 7", **every),
         ClaimSpec("pattern-sooner-at-larger-lr", "a larger Adam rate forms the pattern in fewer steps",
                   section="beyond P1 §4.2", kind="beyond", finding="trap-landscape", rule=Below(0.0),
                   estimand="the least-squares slope of log(step to the pattern) on log lr over the two-head runs "

@@ -27,6 +27,9 @@ CLAIMS = ChapterClaims("01_setup", (
     ClaimSpec("trained-learns", "we first conduct experiments to empirically investigate how multi-head softmax "
               "attention models learn to solve ICL with linear data", "P1 §2-3", kind="paper",
               finding="p1-learns", rule="Bayes - 3 se < loss < (1 + sigma^2) / 2", word="is",
+              departs="'learn to solve ICL', the plural of the table's 'learns to': read on the chapter's one "
+                      "training run as a test loss above the Bayes risk (less three standard errors) and below "
+                      "half the loss of predicting 0, the rival of a model that has not learnt the task",
               estimand="the trained model's test loss against the Bayes risk (Monte Carlo) and half the trivial "
               "predictor's", population="not seeds"),
 ))

@@ -274,6 +274,8 @@ def phase_summary(res: FlowResult, n_grid: int = 400) -> dict[str, float]:
     * ``loss_0``, ``loss_I``, ``loss_II``, ``loss_end``: (4.1) at ``0``, ``t_I``, ``t_II``, ``t_max``;
     * ``s_end``, ``s_gap_rel = (s* - s) / s*``, ``loss_gap_rel = (loss - loss*) / loss*``,
       ``mu_lag = (mu_1 - mu*_1) / mu*_1``, all at ``t_max``; ``omega_end``;
+    * ``s_gap_rel_II``, ``loss_gap_rel_II``, ``mu_lag_II``: the same three at ``t_II``, the rivals
+      of the limits (a flow that stopped where Phase III begins);
     * ``gap_slope``: slope of ``log(s* - s)`` against ``log t`` over the steps in ``[t_max/10, t_max]``;
     * ``pred_s_gap_rel``, ``pred_loss_gap_rel``, ``pred_mu_lag``: :func:`valley_residuals` at the
       measured ``omega(t_max)``, on the same scales.
@@ -313,6 +315,13 @@ def phase_summary(res: FlowResult, n_grid: int = 400) -> dict[str, float]:
     out["loss_gap_rel"] = (out["loss_end"] - ls) / ls
     ms = float(res.mu_star(end)[0, 0])
     out["mu_lag"] = (float(end[0, 0]) - ms) / ms
+    out.update(s_gap_rel_II=np.nan, loss_gap_rel_II=np.nan, mu_lag_II=np.nan)
+    if np.isfinite(tII):  # the same at t_II: the rivals of the limits
+        peak = marks[2:]
+        ms_II = float(res.mu_star(peak)[0, 0])
+        out["s_gap_rel_II"] = (ss - float(res.product(peak)[0])) / ss
+        out["loss_gap_rel_II"] = (out["loss_II"] - ls) / ls
+        out["mu_lag_II"] = (float(peak[0, 0]) - ms_II) / ms_II
     late = (res.t >= res.t[-1] / 10) & (res.t > 0)
     gap = ss - res.product()[late]
     ok = gap > 0
@@ -338,8 +347,10 @@ def predicted_s_gap(cfg: FlowConfig) -> float:
     return float(valley_residuals(w, cfg.loss)["s_gap"] / cfg.loss.s_star)
 
 
-def predicted_t_phase1(cfg: FlowConfig) -> float:
+def predicted_t_phase1(cfg: FlowConfig, order: int = 3) -> float:
     """The end of Phase I predicted from the flow's expansion to third order (derived here).
+    ``order=1``: the first-order law, the time pure exponential growth at rate 2 takes to reach
+    the same ``w_I``, ``(1/2) log(w_I / eps)`` (the rival of the third-order law).
 
     On the symmetric set with ``m = w`` (kept to ``O(w^5)`` by the flow), the reduced flow is
     ``dw/dt = 2 w - 4 k w^3 + O(w^5)`` with ``k = 1 + c d``, ``c = (1 + sigma2) / L``: growth at the
@@ -355,10 +366,14 @@ def predicted_t_phase1(cfg: FlowConfig) -> float:
     Appendix D, Phase I; chapter 4."""
     if not isinstance(cfg, FlowConfig):
         fail("cfg", cfg, "a FlowConfig")
+    check_choice("order", order, (1, 3))
     k = 1.0 + cfg.loss.c * cfg.loss.d
     f, eps = cfg.phase1_fraction, cfg.eps
     w2 = (1.0 - f) / (2.0 * k) + f * eps**2
-    return float(0.5 * np.log(np.sqrt(w2) / eps) - 0.25 * np.log((1 - 2 * k * w2) / (1 - 2 * k * eps**2)))
+    first = 0.5 * np.log(np.sqrt(w2) / eps)
+    if order == 1:
+        return float(first)
+    return float(first - 0.25 * np.log((1 - 2 * k * w2) / (1 - 2 * k * eps**2)))
 
 
 def flow_estimate(value: float, what: str = "") -> Estimate:

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..circuits import DUMMY_TOL, PATTERNS, SHAPE_TOL, effective_rate, pattern_kinds
+from ..circuits import PATTERNS, SHAPE_TOL, effective_rate, pattern_kinds
 from ..config import DataConfig
 from ..engine import Run
 from ..engine.run import stack_models
@@ -53,7 +53,7 @@ from ..stats import LEVEL, Estimate, censored_median_ci, extreme, fraction_diff,
 from ..validate import check_choice, check_float, check_int, fail
 from .dynamics.stage_detection import first_persistent_step
 from .optimality.predictions import paired_losses
-from .phase import AXES, Cell
+from .phase import AXES, LRS, Cell
 
 __all__ = [
     "OUTCOMES",
@@ -73,6 +73,9 @@ __all__ = [
     "time_panels",
     "time_scaling",
     "worst_cell",
+    "paper_scope",
+    "PAPER_LR",
+    "MIN_LENGTH_RATIO",
     "worst_cell_where",
     "MIN_CELL_RUNS",
     "UNDECIDED",
@@ -83,7 +86,7 @@ UNDECIDED = Estimate(math.nan, -math.inf, math.inf, LEVEL, "not in this grid")  
 
 
 # ------------------------------------------------------------------------------------ one run
-def outcome_codes(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float = DUMMY_TOL) -> tuple[np.ndarray, np.ndarray]:
+def outcome_codes(KQ: torch.Tensor, OV: torch.Tensor, d: int, tol: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The outcome and the number of dummy heads of every snapshot of a history ``KQ (T, H, D, D)``,
     ``OV (T, H, N, D)``, computed at once by the book's one definition of the pattern
     (:func:`~icl_lib.circuits.pattern_kinds`).  Returns ``(outcome (T,) of str, dummies (T,) of
@@ -176,6 +179,18 @@ def attach_losses(models: pd.DataFrame, grid_runs: Mapping[Cell, Sequence[Run]],
 # The fewest runs a cell must have for the every-cell claims to count it: with 2 or 3 runs a t
 # interval has 1 or 2 degrees of freedom and, made simultaneous over the cells, cannot decide.
 MIN_CELL_RUNS = 4
+
+
+PAPER_LR = LRS["paper"][0]  # paper 1's Adam rate
+MIN_LENGTH_RATIO = 4  # the shortest context (L / d) of the grid's cells at paper 1's scope: half its own 8
+
+
+def paper_scope(models: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``models`` (one per run, with the grid's axes) at paper 1's scope for Theorem 4.2
+    (ii): its Adam rate :data:`PAPER_LR`, and contexts of at least :data:`MIN_LENGTH_RATIO` times
+    the dimension ((4.1) and its minimiser eta* are an expansion in d / L; the paper works at
+    L = 8 d).  Chapter 9's paper claims read these cells; every cell is the book's own question."""
+    return models[(models["lr"] == PAPER_LR) & (models["L"] >= MIN_LENGTH_RATIO * models["d"])]
 
 
 def worst_cell(models: pd.DataFrame, column: str, level: float = LEVEL, what: str = "",

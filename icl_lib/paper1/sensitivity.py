@@ -36,7 +36,7 @@ from ..stats import LEVEL, Estimate, median_ci, proportion_ci
 from ..validate import check_choice, check_int
 
 __all__ = ["ALTERNATIVES", "FIRST_SEED", "SGD_LR", "alternative_configs", "sensitivity_specs", "train_sensitivity",
-           "group_scales", "dummy_fraction", "end_states", "end_state_table"]
+           "group_scales", "model_scales", "dummy_fraction", "end_states", "end_state_table"]
 
 SGD_LR = 0.03  # plain SGD's rate (see the module's docstring)
 FIRST_SEED = 2000  # the sensitivity runs' first seed: fresh (chapter 2 uses seeds below 100, chapter 9 from 1000)
@@ -91,6 +91,21 @@ def group_scales(patterns: Sequence[PatternSummary]) -> dict[str, np.ndarray]:
             "mu+": np.array([sum(m for m in p.mu if m > 0) for p in pn])}
 
 
+def model_scales(patterns: Sequence[PatternSummary]) -> dict[str, np.ndarray]:
+    """For every model of ``patterns`` whatever its pattern: ``"omega"``, its mean ``|omega_h|`` over
+    its live heads, and ``"mu+"``, the larger of its two groups' ``|summed mu_h|`` (the one group of a
+    single-sign model): the whole population's figures beside :func:`group_scales`.  Chapter 2."""
+    def group_mu(p):
+        live = _live(p)
+        pos = sum(p.mu[h] for h in live if p.omega[h] > 0)
+        neg = sum(p.mu[h] for h in live if p.omega[h] < 0)
+        return max(abs(pos), abs(neg))
+
+    ps = list(patterns)
+    return {"omega": np.array([np.mean([abs(p.omega[h]) for h in _live(p)]) for p in ps]),
+            "mu+": np.array([group_mu(p) for p in ps])}
+
+
 def dummy_fraction(patterns: Sequence[PatternSummary], level: float = LEVEL, among: str = "pos/neg") -> Estimate:
     """The fraction of the models of ``patterns`` that have at least one dummy head, with its exact
     interval (paper 1, C.1 (iii)): among those in the positive/negative pattern (``among="pos/neg"``)
@@ -106,14 +121,16 @@ def dummy_fraction(patterns: Sequence[PatternSummary], level: float = LEVEL, amo
 def end_states(runs: Mapping[str, Sequence[Run]]) -> dict[str, dict]:
     """Per setting of ``runs`` (``{name: [runs]}``): ``"seeds"``, ``"pos/neg"`` (how many end in the
     positive/negative pattern), ``"eta"`` (the median learned rate over those, with its
-    order-statistic interval; unbounded with fewer than six) and ``"omega"`` (each such model's
-    mean ``|omega_h|`` over its live heads, :func:`group_scales`).  Chapter 2."""
+    order-statistic interval; unbounded with fewer than six), ``"eta all"`` (the same over every
+    model) and ``"omega"`` (each such model's mean ``|omega_h|`` over its live heads,
+    :func:`group_scales`).  Chapter 2."""
     out = {}
     for name, rs in runs.items():
         ps = [r.pattern() for r in rs]
         pn = [p for p in ps if p.kind == "pos/neg"]
         eta = median_ci([p.eta for p in pn]) if pn else Estimate(float("nan"), -float("inf"), float("inf"))
-        out[name] = {"seeds": len(ps), "pos/neg": len(pn), "eta": eta, "omega": group_scales(pn)["omega"]}
+        out[name] = {"seeds": len(ps), "pos/neg": len(pn), "eta": eta, "eta all": median_ci([p.eta for p in ps]),
+                     "omega": group_scales(pn)["omega"]}
     return out
 
 

@@ -33,7 +33,8 @@ import pandas as pd
 import torch
 from scipy import stats as sps
 
-from ..circuits import PatternSummary, pattern_history
+from ..circuits import PatternSummary, omega_of, pattern_history
+from ..definitions import value as definition
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
 from ..data import sample_chunks
 from ..engine import Run, train
@@ -48,6 +49,7 @@ __all__ = [
     "sweep_patterns",
     "head_table",
     "model_table",
+    "shape_counts",
     "pattern_counts",
     "scale_comparison",
     "pos_neg_history",
@@ -77,15 +79,18 @@ def as_heads(heads: int | Sequence[int], hi: int = 256) -> list[int]:
 
 
 def heads_sweep_specs(
-    heads: int | Sequence[int], seeds: int, seed: int, data: DataConfig, train_cfg: TrainConfig, **model_kw
+    heads: int | Sequence[int], seeds: int, seed: int, data: DataConfig, train_cfg: TrainConfig,
+    extra: dict[int, int] | None = None, **model_kw
 ) -> list[RunSpec]:
-    """One :class:`RunSpec` per (H, k) with run seed ``seed + k``, ``k < seeds``, ordered by H then k."""
+    """One :class:`RunSpec` per (H, k) with run seed ``seed + k``, ``k < seeds`` (``k < seeds +
+    extra[H]`` for a head count given more seeds, a sample extension), ordered by H then k."""
     seeds = check_int("seeds", seeds, 1, 10_000)
     seed = check_int("seed", seed, 0)
+    extra = {int(H): check_int(f"extra[{H}]", n, 0, 10_000) for H, n in (extra or {}).items()}
     return [
         RunSpec(data=data, model=ModelConfig(heads=H, **model_kw), train=train_cfg, seed=seed + k)
         for H in as_heads(heads)
-        for k in range(seeds)
+        for k in range(seeds + extra.get(H, 0))
     ]
 
 
@@ -135,17 +140,29 @@ def model_table(sweep: dict[int, list[Run]], patterns: dict | None = None) -> "p
     ``seed``, ``pattern`` (``single-head``, ``pos/neg`` or ``single-sign``), ``dummy heads``,
     ``KQ off-diag`` and ``OV off-last`` (distance from the form (3.1)), ``sign matched``,
     ``zero-sum`` (``|sum_h mu_h| / sum_h |mu_h|``), ``omega spread`` and ``eta``; see
-    :class:`~icl_lib.circuits.PatternSummary`.  ``patterns`` defaults to :func:`sweep_patterns`.
-    Chapter 2."""
+    :class:`~icl_lib.circuits.PatternSummary`; and ``initial spread``, the spread ``(max - min) /
+    mean`` of every head's ``|omega_h|`` at step 0 (where homogeneous scales would come from if
+    training kept them: the rival of the homogeneous scale).  ``patterns`` defaults to
+    :func:`sweep_patterns`.  Chapter 2."""
     patterns = sweep_patterns(sweep) if patterns is None else patterns
     rows = []
     for H, runs in sweep.items():
         for run, p in zip(runs, patterns[H]):
+            w0 = omega_of(run.history["KQ"][0].double(), run.d).abs()
             rows.append({"H": H, "seed": run.spec.seed, "pattern": p.kind, "dummy heads": p.n_dummy,
                          "KQ off-diag": p.kq_offdiag, "OV off-last": p.ov_offlast,
                          "sign matched": p.sign_matched, "zero-sum": p.zero_sum,
-                         "omega spread": p.omega_spread, "eta": p.eta})
+                         "omega spread": p.omega_spread, "eta": p.eta,
+                         "initial spread": float((w0.max() - w0.min()) / w0.mean()) if H > 1 else math.nan})
     return pd.DataFrame(rows)
+
+
+def shape_counts(models: "pandas.DataFrame") -> tuple[int, int, int]:  # noqa: F821
+    """``(diagonal KQ, last-entry OV, models)``: how many rows of :func:`model_table`'s ``models``
+    have their KQ off-diagonal and OV off-label ratios below the form's tolerance (the definition
+    ``shape-tol``, :mod:`icl_lib.definitions`).  Chapter 2's shape claims."""
+    tol = definition("shape-tol")
+    return int((models["KQ off-diag"] < tol).sum()), int((models["OV off-last"] < tol).sum()), len(models)
 
 
 def pattern_counts(models: "pandas.DataFrame", steps: int) -> "pandas.DataFrame":  # noqa: F821

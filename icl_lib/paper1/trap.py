@@ -251,6 +251,16 @@ def select(models: pd.DataFrame, H: int, lr: float, init_scale: float) -> pd.Dat
     return models[(models.H == H) & np.isclose(models.lr, lr) & np.isclose(models.init_scale, init_scale)]
 
 
+def pattern_count(models: pd.DataFrame) -> int:
+    """How many of ``models`` end in the pattern (chapter 9's sweep counts)."""
+    return int(models.pattern.sum())
+
+
+def trap_count(models: pd.DataFrame) -> int:
+    """How many of ``models`` do not end in the pattern: the trapped seeds."""
+    return int((~models.pattern).sum())
+
+
 def pattern_rate(models: pd.DataFrame, level: float = LEVEL) -> Estimate:
     """The fraction of ``models`` that end in the pattern, with its exact interval."""
     return proportion_ci(int(models.pattern.sum()), len(models), level)

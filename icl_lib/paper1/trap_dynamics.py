@@ -38,7 +38,7 @@ from ..validate import check_float, check_int
 from .approx_loss import ApproxLossConfig, approx_loss_grad
 
 __all__ = ["approx_adam", "restricted_adam", "end_pattern", "basin", "circuit_loss", "circuit_derivatives",
-           "circuit_hessian", "restricted_loss"]
+           "circuit_hessian", "restricted_loss", "initialisation_predictions", "paper_dynamics", "PAPER_SETTING"]
 
 BETAS, EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults, as in training
 
@@ -68,6 +68,47 @@ def approx_adam(mu0, omega0, cfg: ApproxLossConfig, lr: float, steps: int) -> tu
         raise ValueError(f"mu0.shape={mu.shape} is invalid: accepted omega0.shape={omega.shape}")
     mu, omega = _adam([mu, omega], lambda th: list(approx_loss_grad(th[0], th[1], cfg)), lr, steps)
     return mu, omega
+
+
+PAPER_SETTING = DataConfig(d=5, L=40, sigma2=0.1)  # paper 1's data, where chapter 9 reads the initialisations
+
+
+def paper_dynamics(kind: str, lr: float = 0.05, steps: int = 20_000, data: DataConfig | None = None) -> Callable:
+    """``(mu0, omega0) -> (mu, omega)`` at the end of the population dynamics of (4.1) at ``data``
+    (default paper 1's setting) from starts ``(..., H)``: ``kind="gd"``, gradient descent at rate
+    ``lr`` for ``steps`` (stopped where it diverges); ``"adam"``, Adam at the training's ``lr`` for
+    ``steps``.  Chapter 9's predictions and basin maps."""
+    from .dynamics.approx_descent import ApproxGDConfig, approx_gd
+
+    data = data or PAPER_SETTING
+    cfg = ApproxLossConfig(d=data.d, L=data.L, sigma2=data.sigma2)
+    if kind == "adam":
+        return lambda mu0, omega0: approx_adam(mu0, omega0, cfg, lr, steps)
+    if kind != "gd":
+        raise ValueError(f"kind={kind!r} is invalid: accepted 'gd' or 'adam'")
+    gd = ApproxGDConfig(lr=lr, steps=steps, n_log=2)
+
+    def run(mu0, omega0):
+        out = approx_gd(mu0, omega0, cfg, gd, on_divergence="stop")
+        return out["mu"][-1], out["omega"][-1]
+
+    return run
+
+
+def initialisation_predictions(mu0, omega0, same_sign, lr: float, steps: int, restricted_steps: int,
+                               seed: int) -> dict[str, np.ndarray]:
+    """Each seed's outcome as predicted from its start ``mu0, omega0 (seeds, H)`` alone, at paper 1's
+    setting: gradient descent on (4.1) (:func:`paper_dynamics`), Adam on (4.1) at the training's
+    ``lr`` for ``steps``, Adam on the true loss of the form (3.1) for ``restricted_steps``
+    (:func:`restricted_adam`, ``seed``), and OV scales of both signs at step 0 (``~same_sign``).
+    ``{name: (seeds,) bool}``: whether each predicts the positive/negative pattern.  Chapter 9."""
+    return {
+        "GD on (4.1)": end_pattern(*paper_dynamics("gd")(mu0, omega0)),
+        "Adam on (4.1)": end_pattern(*paper_dynamics("adam", lr, steps)(mu0, omega0)),
+        "Adam, true loss, form (3.1)": end_pattern(*restricted_adam(mu0, omega0, PAPER_SETTING, lr,
+                                                                    restricted_steps, seed=seed)),
+        "mu of both signs at step 0": ~np.asarray(same_sign, dtype=bool),
+    }
 
 
 def end_pattern(mu, omega) -> np.ndarray:

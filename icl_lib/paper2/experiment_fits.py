@@ -3,14 +3,17 @@
 Each function reads the result of one driver of :mod:`icl_lib.paper2.experiments` with the fits of
 :mod:`icl_lib.paper2.fits` and the intervals of :mod:`icl_lib.stats`:
 
-* :func:`gap_fits`, :func:`gap_extrapolation`, :func:`limit_estimate` -- the gap
-  ``E[L_hat] - L`` against ``n`` and its extrapolation ``n -> infinity`` (Section 4);
-* :class:`SaddleFit`, :func:`saddle_fit` -- plain GD near the saddle against its curvature;
+* :func:`gap_fits`, :func:`gap_extrapolation`, :func:`limit_estimate`, :func:`limit_rival` -- the
+  gap ``E[L_hat] - L`` against ``n``, its extrapolation ``n -> infinity`` (Section 4) and the
+  rival of that limit;
+* :class:`SaddleFit`, :func:`saddle_fit` -- plain GD near the saddle against its curvature (and
+  against the next mode's, the rival);
 * :func:`transient_rate_ratio`, :func:`finite_rate_ratio` -- how fast the finite-n oracle's
   excess approaches its floor against the population oracle's (Theorem 2's ``mu^m``);
 * :func:`one_point_summary`, :func:`one_point_fractions` -- Theorem 1(iii) near ``S``;
-* :class:`FloorFit`, :func:`floor_fit`, :func:`floor_drift` -- the error floor of Algorithm 1
-  against ``n`` and the bound of Theorem 2, and whether the excess has reached a floor.
+* :class:`FloorFit`, :func:`floor_fit`, :func:`floor_drift`, :func:`geometric_drift` -- the error
+  floor of Algorithm 1 against ``n`` and the bound of Theorem 2, whether the excess has reached a
+  floor, and the drift of a curve that has none (the rival).
 
 Used by chapter 8.
 """
@@ -28,7 +31,7 @@ from ..stats import LEVEL, Estimate, mean_ci
 from ..validate import check_float, check_int
 from .data import Problem
 from .fits import Fit, RateFit, growth_rate, loglog_fit, slope_over_repetitions, wls
-from .manifold import saddle_curvature
+from .manifold import saddle_curvature, saddle_curvatures
 
 __all__ = [
     "gap_fits",
@@ -37,6 +40,8 @@ __all__ = [
     "saddle_fit",
     "FloorFit",
     "limit_estimate",
+    "limit_rival",
+    "geometric_drift",
     "transient_rate_ratio",
     "one_point_summary",
     "floor_fit",
@@ -88,12 +93,23 @@ class SaddleFit(NamedTuple):
     slope_se: float
     slope_pred: float  # 1 / ln(g_pred)
     L0: float  # L(0) - L*, the plateau
+    g_second: float = float("nan")  # the next mode's growth factor, 1 + eta times the second curvature
 
     def growth_ci(self, level: float = LEVEL) -> Estimate:
         """Measured over predicted growth factor, with the growth fit's t interval."""
         e = self.growth.ci(level)
         return Estimate(e.value / self.g_pred, e.lo / self.g_pred, e.hi / self.g_pred, level,
                         "measured / predicted growth factor, t interval of the fit")
+
+    def growth_rival(self) -> float:
+        """The rival of :meth:`growth_ci`: the next mode's growth factor over the predicted (a
+        window that measures the second mode, not the top one)."""
+        return self.g_second / self.g_pred
+
+    def plateau_rival(self) -> float:
+        """The rival of :meth:`plateau_ci`: the escape-time slope the next mode would give,
+        ``1 / ln(g_second)``, over the predicted ``1 / ln(g_pred)``."""
+        return math.log(self.g_pred) / math.log(self.g_second)
 
     def plateau_ci(self, level: float = LEVEL) -> Estimate:
         """Fitted over predicted escape-time slope, with the fit's t interval (points - 2 dof)."""
@@ -109,16 +125,17 @@ def saddle_fit(problem: Problem, esc: dict) -> SaddleFit:
     the growth of ``||theta_t||`` from the smallest start while it runs from 100 times its start to
     1 % of the spectral start's norm, and the escape time against ``ln(1/eps)`` without the largest
     start (which is not small), next to their predictions from
-    :func:`~icl_lib.paper2.manifold.saddle_curvature`.  Chapter 8 (paper 2, Section 1.1: the
-    spurious stationary point)."""
+    :func:`~icl_lib.paper2.manifold.saddle_curvature`, and the next mode's growth factor (the
+    rival).  Chapter 8 (paper 2, Section 1.1: the spurious stationary point)."""
     g_pred = 1 + esc["eta"].item() * saddle_curvature(problem).item()
+    g_second = 1 + esc["eta"].item() * saddle_curvatures(problem)[0, 1].item()
     norms = esc["theta_norm"][-1, :, 0]  # (T+1,) smallest start
     growth = growth_rate(norms, 100 * norms[0].item(), 1e-2 * esc["start_norm"].item())
     x_log = np.log(1 / esc["scale"].numpy())
     t_esc = esc["t_escape"][:, 0].numpy()
     coef, cov, _ = wls(np.stack([np.ones_like(x_log), x_log], 1)[1:], t_esc[1:])
     return SaddleFit(g_pred, growth, x_log, t_esc, float(coef[1]), math.sqrt(cov[1, 1]), 1 / math.log(g_pred),
-                     esc["L0"].item())
+                     esc["L0"].item(), g_second)
 
 
 def limit_estimate(ext: dict, L: float, level: float = LEVEL) -> Estimate:
@@ -129,6 +146,14 @@ def limit_estimate(ext: dict, L: float, level: float = LEVEL) -> Estimate:
     c0, se = float(ext["c0"]), float(ext["c0_se"])
     return Estimate(c0 / L, (c0 - z * se) / L, (c0 + z * se) / L, level,
                     "extrapolated gap c0 / L, normal interval (weighted fit)")
+
+
+def limit_rival(res: dict) -> float:
+    """The rival of :func:`limit_estimate` at one point of
+    :func:`~icl_lib.paper2.experiments.loss_gap_vs_n`'s result (first repetition): the relative gap
+    ``(E[L_hat] - L) / L`` at the largest ``n``, the value ``c0 / L`` would take if the training
+    loss stopped there instead of approaching ``L``.  Paper 2, Section 4; chapter 8."""
+    return float(res["gap"][-1, 0] / res["L"][0])
 
 
 def transient_rate_ratio(finite, floor, population, above: float = 3.0, min_points: int = 3) -> dict:
@@ -229,11 +254,26 @@ def floor_drift(excess, blocks: int = 10, level: float = LEVEL) -> Estimate:
     if not np.all(np.isfinite(v)):
         nan = float("nan")
         return Estimate(nan, nan, nan, level, "a diverged run has no floor")
-    b = v[v.shape[0] - m * blocks :].reshape(blocks, m, -1).mean(1)  # (blocks, R)
-    h = blocks // 2
-    drift = (b[blocks - h :].mean(0) - b[:h].mean(0)) / b.mean(0)
+    drift = _drifts(v, blocks)
     e = mean_ci(drift, level)
     return Estimate(e.value, e.lo, e.hi, level, f"relative drift, mean over {len(drift)} problems, t interval")
+
+
+def _drifts(v: np.ndarray, blocks: int) -> np.ndarray:
+    """The relative drift of each column of ``v (T, R)`` (see :func:`floor_drift`)."""
+    m = v.shape[0] // blocks
+    b = v[v.shape[0] - m * blocks :].reshape(blocks, m, -1).mean(1)  # (blocks, R)
+    h = blocks // 2
+    return (b[blocks - h :].mean(0) - b[:h].mean(0)) / b.mean(0)
+
+
+def geometric_drift(mu: float, iterations: int, blocks: int = 10) -> float:
+    """The relative drift :func:`floor_drift` gives a curve with no floor, one that keeps falling as
+    ``mu^t`` over ``iterations``: the rival of a floor (near -2 for a fast rate).  Paper 2,
+    Theorem 2; chapter 8."""
+    check_float("mu", mu, 0.0, 1.0, lo_open=True, hi_open=True)
+    check_int("iterations", iterations, blocks)
+    return float(_drifts(mu ** np.arange(iterations, dtype=float)[:, None], blocks)[0])
 
 
 def one_point_fractions(scan: dict, near: float = 0.1, a_frac: float = 0.5, b_factor: float = 2.0,

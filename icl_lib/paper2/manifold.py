@@ -12,9 +12,9 @@ Goel, Soltanolkotabi, Bartlett (2026):
 * :func:`one_point_ratios` -- Theorem 1(iii)'s one-point strong convexity and smoothness at given
   points; :func:`hessian_P` -- the Hessian of ``Q`` (or ``L``) at a point, and
   :func:`rate_prediction`, the asymptotic rate of a method it implies;
-* :func:`saddle_curvature`, :func:`balance`, :func:`whitened_perturbation` -- the curvature at the
-  saddle ``theta = 0``, the balance of the whitened factors, and a point at a given whitened
-  distance.
+* :func:`saddle_curvature`, :func:`saddle_curvatures`, :func:`balance`, :func:`whitened_perturbation`
+  -- the curvature at the saddle ``theta = 0`` (its top mode, and every mode), the balance of the
+  whitened factors, and a point at a given whitened distance.
 
 Used by chapter 8 and its experiments (:mod:`icl_lib.paper2.experiments`).
 """
@@ -31,6 +31,7 @@ from .loss import population_grad, population_Q, transpose
 
 __all__ = [
     "saddle_curvature",
+    "saddle_curvatures",
     "balance",
     "manifold_point",
     "manifold_distance",
@@ -55,6 +56,16 @@ def saddle_curvature(problem: Problem) -> torch.Tensor:
     """
     s = torch.linalg.matrix_norm(problem.M @ problem.Sigma, 2)
     return s * torch.linalg.eigvalsh(problem.Sigma)[:, -1]
+
+
+def saddle_curvatures(problem: Problem) -> torch.Tensor:
+    """Every product ``sigma_i(M Sigma) lambda_j(Sigma)``, largest first: ``(R, d * d)``, the
+    positive eigenvalues of minus the Hessian of ``L`` at ``theta = 0`` (the first is
+    :func:`saddle_curvature`).  The second is the next mode's: plain GD from a small start grows
+    along it by ``1 + eta`` times it per step, the rival of the top mode's growth (chapter 8)."""
+    s = torch.linalg.svdvals(problem.M @ problem.Sigma)  # (R, d)
+    lam = torch.linalg.eigvalsh(problem.Sigma)  # (R, d)
+    return (s[:, :, None] * lam[:, None, :]).flatten(1).sort(dim=1, descending=True).values
 
 
 def balance(problem: Problem, A: torch.Tensor, B: torch.Tensor):

@@ -13,12 +13,14 @@ from icl_lib.paper1.anisotropic.learned import (
     b3_estimates,
     circuit_table,
     head_split_histories,
+    initial_spread_rival,
     ov_magnitude_estimate,
+    ov_magnitude_rival,
     ov_magnitudes,
     split_at,
     sweep_estimates,
 )
-from icl_lib.paper1.anisotropic.model_losses import loss_estimates, loss_summary, paired_losses
+from icl_lib.paper1.anisotropic.model_losses import loss_estimates, loss_summary, paired_losses, plain_gd_rival
 from icl_lib.paper1.anisotropic.preconditioner import (
     optimal_pgd_risk,
     optimal_preconditioner,
@@ -123,6 +125,8 @@ def _claims_table():
         "sign matched": [True, True, True, True, True, True, True, False, True],
         "positive definite": [True, True, True, True, True, False, True, True, False],
         "mean |mu|": [2.0, 0.5, 2.2, 1.8, 2.0, 0.6, 2.4, 2.1, 0.7],
+        "Gamma* scale": [1.0, 1.0, 1.1, 1.1, 1.1, 1.1, 2.0, 2.0, 2.0],
+        "omega spread at init": [9.0, 9.0, 0.5, 0.7, 0.9, 0.1, 0.6, 0.8, 0.1],
     })
 
 
@@ -158,6 +162,8 @@ def test_circuit_table_claim_columns_of_a_mirror_pair():
     assert row["d(Gamma*) - min(d(Sigma^-1), d(I))"] == pytest.approx(-min(row["d(Gamma, I)"],
                                                                           row["d(Gamma, Sigma^-1)"]))
     assert row["d(Gamma*) - d(I)"] == pytest.approx(-row["d(Gamma, I)"])
+    assert row["Gamma* scale"] == pytest.approx(float(G.diagonal().mean()))
+    assert row["omega spread at init"] == pytest.approx(0, abs=1e-12)  # the history's one record: the mirror pair
     iso = circuit_table({0.0: [_run(*_mirror_circuits([w * torch.eye(d), -w * torch.eye(d)], [mu, -mu], d),
                                     rho=0.0, d=d, L=L)]}).iloc[0]
     assert math.isnan(iso["shape / d(Gamma*, I)"]) and math.isnan(iso["band ratio"])
@@ -186,6 +192,9 @@ def test_paired_losses_against_the_model_and_the_predictors_alone():
     assert (t["gap PGD"].abs() < 0.03).all() and (t["gap dGD"] < -0.05).all()
     assert (t["gap PGD se"] * R < t["se"]).all()
     assert t["R_PGD(Gamma*)"].iloc[0] == pytest.approx(R)
+    # the rival: plain debiased GD's gap to Gamma*, far outside the +-5 % of the claim
+    assert plain_gd_rival(t) == pytest.approx(float((t["R_dGD(eta*)"] / t["R_PGD(Gamma*)"] - 1).median()))
+    assert plain_gd_rival(t) > 0.05 and plain_gd_rival(t[t.rho == 0]) is None
     summary = loss_summary(t)
     assert summary.loc[0.6, "pos/neg seeds"] == 2
     assert summary.loc[0.6, "median loss (pos/neg)"] == pytest.approx(t["loss"].median())
@@ -224,6 +233,12 @@ def test_sweep_estimates_and_ov_magnitudes_on_a_hand_made_table():
     assert ov_magnitude_estimate(ov) == median_ci([1.1, 1.2])
     assert ov_magnitude_estimate(ov, pos_neg=False) == median_ci([1.1, 3.6, 1.2, 4.2])
     assert ov_magnitude_estimate(ov_magnitudes(t[t.rho != 0])) is None
+    # the rivals: Gamma*'s own scale over the isotropic one, on the same pairs; the heads' spread at init
+    assert ov["Gamma* scale ratio"].tolist() == pytest.approx([1.1, 1.1, 2.0, 2.0])
+    assert ov_magnitude_rival(ov) == pytest.approx(1.55) and ov_magnitude_rival(ov, pos_neg=False) == pytest.approx(1.55)
+    assert ov_magnitude_rival(ov_magnitudes(t[t.rho != 0])) is None
+    assert initial_spread_rival(t) == pytest.approx(0.7)  # median of 0.5, 0.7, 0.9, 0.6, 0.8
+    assert initial_spread_rival(t[t.rho == 0]) is None
 
 
 def test_split_at_takes_the_median_at_the_first_step_past_the_fraction():

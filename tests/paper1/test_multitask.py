@@ -23,6 +23,7 @@ from icl_lib.paper1.multitask.references import (
     coordinate_groups,
     debiased_gd_diag_risk,
     optimal_gamma_shared,
+    reference_gap,
     reference_risks,
     support_gamma,
     task_batch,
@@ -168,6 +169,15 @@ def test_reference_table_orders_the_predictors():
     row = ref.loc[1]
     assert row["Bayes"] < row["dGD on support"] < row["shared weighted dGD"] < row["dGD on all coordinates"]
     assert abs(row["dGD on support"] - (1.1 - 39 / 40 * 40 / 44.4)) < 1e-12
+    # the rivals of chapter 7's loss claims: a reference's gap to another, the task nearest to 0
+    shared = reference_gap(ref, "shared weighted dGD", "dGD on support")
+    assert shared == pytest.approx(row["shared weighted dGD"] / row["dGD on support"] - 1) and shared > 0.05
+    assert 0 < reference_gap(ref, "dGD on all coordinates", "shared weighted dGD") < 0.05
+    ref2 = ref.copy()
+    ref2.loc[2, "shared weighted dGD"] = ref2.loc[2, "dGD on support"] * 1.01  # task 2 nearer
+    assert reference_gap(ref2, "shared weighted dGD", "dGD on support") == pytest.approx(0.01)
+    with pytest.raises(ValueError, match="^column="):
+        reference_gap(ref, "vanilla", "dGD on support")
 
 
 def test_effective_gamma_is_the_first_order_model():

@@ -81,6 +81,17 @@ def test_phase_rules_located_correctly(flow5):
     assert 0 < flow5.t_phase1 < flow5.t_peak
 
 
+def test_the_limits_rivals_are_the_gaps_at_the_peak(flow5):
+    sm = ode.phase_summary(flow5)
+    peak = flow5.sample([flow5.t_peak])
+    ss, ls = flow5.s_star, flow5.config.loss.loss_star
+    assert sm["s_gap_rel_II"] == pytest.approx((ss - flow5.product(peak)[0]) / ss, rel=1e-12)
+    assert sm["loss_gap_rel_II"] == pytest.approx((flow5.loss(peak)[0] - ls) / ls, rel=1e-12)
+    ms = flow5.mu_star(peak)[0, 0]
+    assert sm["mu_lag_II"] == pytest.approx((peak[0, 0] - ms) / ms, rel=1e-12)
+    assert sm["s_gap_rel_II"] > sm["s_gap_rel"] > 0  # the flow gets closer after the peak
+
+
 def test_radau_agrees_with_an_explicit_reference():
     res = gradient_flow(FlowConfig(loss=ApproxLossConfig(10, 40, 0.1), eps=1e-3, t_max=60.0))
     ref = solve_ivp(reduced_rhs, (0, 60.0), [1e-3, 1e-3], method="DOP853", rtol=1e-12, atol=1e-14,
@@ -175,6 +186,12 @@ def test_predicted_t_phase1_integrates_the_cubic_flow(d, L, s2, f):
     sol = solve_ivp(lambda t, y: [2 * y[0] - 4 * k * y[0] ** 3], (0, 20), [1e-3], events=ev,
                     rtol=1e-12, atol=1e-16, method="DOP853")
     assert predicted_t_phase1(cfg) == pytest.approx(sol.t_events[0][0], rel=1e-8)
+    # the first-order law (the rival): pure exponential growth at rate 2 to the same w_I
+    w_I = math.sqrt((1 - f) / (2 * k) + f * 1e-6)
+    assert predicted_t_phase1(cfg, order=1) == pytest.approx(0.5 * math.log(w_I / 1e-3), rel=1e-12)
+    assert predicted_t_phase1(cfg, order=1) < predicted_t_phase1(cfg)
+    with pytest.raises(ValueError, match="^order="):
+        predicted_t_phase1(cfg, order=2)
 
 
 def test_predicted_t_phase1_is_close_to_the_full_flow_at_the_defaults():

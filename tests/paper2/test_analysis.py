@@ -9,7 +9,7 @@ import torch
 from scipy import stats
 
 from icl_lib.paper2.fits import drift_z, geometric_rate, growth_rate, loglog_fit, slope_over_repetitions, wls
-from icl_lib.paper2.manifold import balance, manifold_distance, manifold_point, saddle_curvature
+from icl_lib.paper2.manifold import balance, manifold_distance, manifold_point, saddle_curvature, saddle_curvatures
 from icl_lib.paper2.data import P2Config, haar_orthogonal, make_problem
 from icl_lib.chapters.convergence import SIZES, ConvergenceSizes
 from icl_lib.paper2.experiments import escape_time
@@ -148,6 +148,8 @@ def test_saddle_curvature_is_minus_the_smallest_hessian_eigenvalue_at_zero(probl
 
         H = torch.autograd.functional.hessian(f, torch.zeros(p * d + d * d, dtype=DT))
         torch.testing.assert_close(-torch.linalg.eigvalsh(H)[0], saddle_curvature(pr)[0])
+        # every mode: the d * d negative eigenvalues of the Hessian, largest curvature first
+        torch.testing.assert_close(-torch.linalg.eigvalsh(H)[: d * d], saddle_curvatures(pr)[0])
 
 
 def test_escape_time():
@@ -242,6 +244,9 @@ def test_saddle_fit_on_an_exact_escape(problem):
     ref = stats.linregress(x_log[1:], t_esc[1:])
     assert sf.slope == pytest.approx(ref.slope, rel=1e-10) and sf.slope_se == pytest.approx(ref.stderr, rel=1e-8)
     assert sf.t_escape.tolist() == t_esc.tolist() and sf.L0 == 0.003
+    g2 = 1 + 0.7 * saddle_curvatures(pr)[0, 1].item()  # the next mode: the rival
+    assert sf.g_second == pytest.approx(g2, rel=1e-12) and sf.growth_rival() == pytest.approx(g2 / g_pred)
+    assert sf.plateau_rival() == pytest.approx(math.log(g_pred) / math.log(g2)) and sf.plateau_rival() > 1
 
 
 def test_floor_fit_recovers_the_log_power():
@@ -328,6 +333,20 @@ def test_floor_drift_separates_a_floor_from_a_falling_curve():
     noisy = 1e-4 * (1 + 2.0 * g.standard_normal((200, 6)))
     assert floor_drift(noisy).hi - floor_drift(noisy).lo > 5 * (floor_drift(flat).hi - floor_drift(flat).lo)
     assert math.isnan(floor_drift(np.r_[flat[:-1], np.full((1, 6), np.nan)]).value)
+
+
+def test_the_rivals_of_a_floor_and_of_the_limit():
+    from icl_lib.paper2.experiment_fits import floor_drift, geometric_drift, limit_rival
+
+    mu, T = 0.9, 200
+    curve = np.stack([mu ** np.arange(T, dtype=float)] * 2, 1)  # two problems: floor_drift needs a spread
+    assert geometric_drift(mu, T) == pytest.approx(floor_drift(curve).value, rel=1e-12)
+    assert geometric_drift(0.5, T) == pytest.approx(-2.0, abs=1e-9)  # no floor at a fast rate
+    assert -2.0 < geometric_drift(0.999, T) < 0  # a slow fall drifts less
+    with pytest.raises(ValueError, match="^mu="):
+        geometric_drift(1.0, T)
+    res = {"gap": torch.tensor([[0.4, 9.0], [0.2, 9.0], [0.1, 9.0]], dtype=DT), "L": torch.tensor([2.0, 1.0], dtype=DT)}
+    assert limit_rival(res) == pytest.approx(0.05)  # the last n's gap over L, first repetition
 
 
 def test_one_point_fractions_count_the_random_directions_only():

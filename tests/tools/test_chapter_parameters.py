@@ -155,6 +155,7 @@ def _run_chapter(chapter: str, params: dict, out_dir: Path) -> tuple[str, float,
     return chapter, seconds, None
 
 
+@pytest.mark.chapters
 def test_every_chapter_runs_on_small_unusual_settings(tmp_path):
     """The README's own example (chapter 2 with one head count) failed before with "'SubFigure'
     object is not iterable"; so did chapter 7 with heads=2.  Each chapter asks icl_lib.train for

@@ -8,11 +8,13 @@ import subprocess
 import sys
 
 import nbformat
+import pytest
 
 from icl_lib.book.plan import BOOK, book_plan
 from icl_lib.book.plan_training import store_plan
 
 
+@pytest.mark.chapters
 def test_a_paper_chapter_evaluates_the_stored_run_and_trains_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("ICL_STORE_DIR", str(tmp_path / "store"))
     monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path / "trainer-cache"))  # where the store's run was trained

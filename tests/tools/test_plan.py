@@ -41,9 +41,9 @@ def test_the_quick_plan_lists_every_training_chapter_and_shares_runs():
     # the paper profile: 36 seeds per head count and 12 per other setting, 500,000 steps; chapter 2
     # also reads chapter 9's anchor cells (two to four heads at the paper's setting, 128 seeds each)
     long = [s for s in paper["02_patterns"] if s.train.steps == 500_000]
-    assert len(long) == 4 * 36 + 3 * 12 and len(paper["02_patterns"]) == len(long) + 3 * 128
+    assert len(long) == 4 * 36 + 16 + 4 + 3 * 12 and len(paper["02_patterns"]) == len(long) + 3 * 128
     assert set(paper["02_patterns"]) - set(long) <= set(paper["09_phase_diagram"])
-    assert set(paper["03_two_stage_dynamics"]) <= set(long) and len(paper["03_two_stage_dynamics"]) == 3 * 36
+    assert set(paper["03_two_stage_dynamics"]) <= set(long) and len(paper["03_two_stage_dynamics"]) == 3 * 36 + 16 + 4
     assert all(s.train.steps == 500_000 for c in paper if c not in ("02_patterns", "09_phase_diagram")
                for s in paper[c])
     # chapter 9: the trap sweep (paper 1,472 runs, quick 88), the grid's slice (paper 2,048, quick 92), whose

@@ -158,6 +158,9 @@ def test_a_claims_only_record_keeps_no_notebook_and_follows_every_deciding_modul
     mods = records.modules_of(name, tmp_path)
     assert "stats/intervals.py" in mods and "paper1/sweeps.py" in mods and "engine/store.py" in mods
     assert not any(m.startswith(("tools/", "figures/", "paper2/")) for m in mods)
+    # it follows what its entry point and its claims import, not another chapter's declarations
+    assert "claimsets/patterns.py" in mods and "claimsets/optimality.py" not in mods
+    assert "chapters/patterns.py" in mods and "chapters/phase_diagram.py" not in mods
 
     def execute(notebook, env):
         import os
@@ -181,31 +184,18 @@ def test_a_claims_only_record_keeps_no_notebook_and_follows_every_deciding_modul
     assert records.select_many("02, 08") == [name, CH8] and records.select_many("all") == list(records.RECORDED)
 
 
-def _icl_imports(path: Path) -> set[str]:
-    """The icl_lib modules (paths under icl_lib/) that the module at ``path`` imports."""
-    rel = path.relative_to(ROOT / "icl_lib")
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = list(rel.parent.parts)[: len(rel.parent.parts) - (node.level - 1)]
-            parts = base + (node.module.split(".") if node.module else [])
-            cand = ROOT / "icl_lib" / Path(*parts) if parts else ROOT / "icl_lib"
-            targets = [cand.with_suffix(".py")] if cand.with_suffix(".py").exists() else [cand / "__init__.py"]
-            if not node.module:  # "from . import x": the submodules named
-                targets = [cand / f"{a.name}.py" for a in node.names]
-            found |= {str(t.relative_to(ROOT / "icl_lib")) for t in targets if t.exists()}
-    return found
-
-
 def test_the_recorded_modules_cover_every_module_they_import():
     """Adding an import of another icl_lib module to a recorded module must add it to RECORDED
     (or its change would go unnoticed).  Left out on purpose: engine/profiles.py (its settings
-    entry is fingerprinted), config.py and version.py (the device name, the version string); and for a
+    entry is fingerprinted), config.py and version.py (the device name, the version string),
+    the engine's training-only parts (records.TRAINING_ONLY: they compute no number of a record
+    evaluated from the run store); and for a
     claims-only record the figures a chapter's entry point gives it (they decide no claim)."""
     for name, spec in records.RECORDED.items():
         declared = set(records.modules_of(name))
-        imported = set().union(*(_icl_imports(ROOT / "icl_lib" / m) for m in declared))
+        imported = set().union(*(records.imported_modules(ROOT / "icl_lib" / m, ROOT / "icl_lib") for m in declared))
         missing = imported - declared - {"engine/profiles.py", "config.py", "version.py"}
+        missing = {m for m in missing if not m.startswith(records.TRAINING_ONLY)}
         if spec.modules is None and not spec.notebook:  # a claims-only record: figures decide nothing
             missing = {m for m in missing if not m.startswith(records.NOT_DECIDING)}
         assert not missing, f"{name}: {sorted(missing)} missing from RECORDED"
@@ -271,3 +261,59 @@ def test_a_current_record_publishes_the_chapter_in_paper_and_the_build_serves_it
     monkeypatch.setenv("ICL_BOOK_PROFILE", "")
     monkeypatch.setenv("ICL_PROFILE", "quick")  # a quick build executes the chapter: no record of quick
     assert bookexec._serve_record(cache, source, None) is False
+
+
+def test_a_record_keeps_each_claims_verdict_under_each_declared_alternative(tmp_path, monkeypatch):
+    """A chapter that reads trained circuits is executed again under each alternative of its
+    measurement definitions (ICL_DEFINITIONS set for the kernel); each claim keeps the verdict
+    every one gives, and a claim an alternative does not decide is marked "-"."""
+    name = "02_patterns"
+    (tmp_path / "book").mkdir()
+    shutil.copy(ROOT / "book" / f"{name}.ipynb", tmp_path / "book")
+    shutil.copytree(ROOT / "icl_lib", tmp_path / "icl_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    seen = []
+
+    def execute(notebook, env):
+        import os
+
+        alt = env.get("ICL_DEFINITIONS", "")
+        seen.append(alt)
+        os.environ["ICL_CLAIMS_DIR"] = env["ICL_CLAIMS_DIR"]
+        monkeypatch.setenv("ICL_DEFINITIONS", alt)
+        try:
+            c = Declaring(name, "paper", device="cpu")
+            value = 0.4 if alt == "live-head=both" else 0.6  # the earlier rule would fail the claim
+            c.test("x", Estimate(value, value - 0.05, value + 0.05), Above(0.5), "s")
+            if not alt.startswith("shape-tol"):
+                c.test("y", Estimate(0.9, 0.8, 1.0), Above(0.5), "s")
+            c.report()
+        finally:
+            os.environ.pop("ICL_CLAIMS_DIR")
+            monkeypatch.delenv("ICL_DEFINITIONS")
+        return nbformat.read(str(notebook), as_version=4), 4.0, None
+
+    records.record(name, tmp_path, execute=execute)
+    expected = [records.label(k, v) for k, v in records.alternatives_of(records.RECORDED[name])]
+    assert seen == [""] + expected
+    rec = records.load(name, tmp_path)
+    x = next(c for c in rec["claims"] if c["cid"] == "x")
+    y = next(c for c in rec["claims"] if c["cid"] == "y")
+    assert x["verdict"] == "PASS" and x["alternatives"]["live-head=both"] == "FAIL"
+    assert all(v == "PASS" for k, v in x["alternatives"].items() if k != "live-head=both")
+    assert y["alternatives"]["shape-tol=0.35"] == "-" and y["alternatives"]["live-tol=0.1"] == "PASS"
+    assert rec["alternatives_seconds"] == 4.0 * len(expected)
+
+
+def test_a_part_no_longer_followed_leaves_a_record_current_and_every_followed_part_must_match(checkout):
+    """A record made while a module was fingerprinted stays current once that module is declared
+    not to decide (it no longer follows it); a part it follows that changed, or that it lacks,
+    makes it stale."""
+    records.record(CH8, checkout, execute=_fake_run())
+    path = records.record_path(CH8, checkout)
+    rec = json.loads(path.read_text())
+    rec["fingerprint"]["icl_lib/engine/fused_kernels.py"] = "0" * 64  # a module no longer followed
+    path.write_text(json.dumps(rec))
+    assert records.status(CH8, checkout)["current"]
+    del rec["fingerprint"]["icl_lib/paper2/fits.py"]  # a followed part the record lacks
+    path.write_text(json.dumps(rec))
+    assert records.status(CH8, checkout)["changed"] == ["icl_lib/paper2/fits.py"]

@@ -13,6 +13,9 @@ and the JSON from the chapter's glue data, links every claim to the section of t
 checks it, and fills these placeholders once all documents are read (the pages themselves are
 built by :mod:`~icl_lib.book.sphinx.pages`):
 
+* ``{claims-headline}``   -- the dashboard's opening: per paper, what reproduces, what does not and by
+  how much, what is undecided, which verdicts another declared definition would change, and the
+  sentences not tested;
 * ``{claims-dashboard}``  -- every claim of every chapter, with its verdict, and beside it the verdict
   of the other profile (``quick`` or ``paper``) where a run of that profile recorded its claims
   (``claims.report()`` with ``ICL_CLAIMS_DIR``: ``<icl_claims_dir>/<profile>/<chapter>.json``;
@@ -20,6 +23,10 @@ built by :mod:`~icl_lib.book.sphinx.pages`):
 * ``{execution-status}``  -- per chapter: when and how long it ran, profile, device, versions;
 * ``{rule-changes}``      -- every change to a claim's rule after it was first written, from
   :data:`icl_lib.rule_changes.CHANGES`.
+
+Two roles let a chapter's prose state a claim from its declaration instead of beside it:
+``{verdict}`cid``` is the claim's verdict in this build, ``{rule}`cid``` its declared rule (the
+rule as the ``CLAIM`` line prints it, on its declared population).
 
 The dashboard's headline counts the papers' claims only; the book's own claims beyond the papers
 and its checks of its derivations and design (:data:`icl_lib.claims.KINDS`) are counted and listed
@@ -54,8 +61,9 @@ from sphinx.util.docutils import SphinxDirective
 from icl_lib.claims import CLAIM_LINE as _PRINTED, CLAIMS_GLUE_KEY, CLAIMS_MIME
 from .. import cache as bookcache
 
-from .findings import words_table
-from .pages import _dashboard, _rule_changes, _state, _status
+from .findings import definitions_table, words_table
+from .render import VERDICT_CLASS
+from .pages import _dashboard, _headline, _rule_changes, _state, _status
 
 # The claim lines as the chapters print them (icl_lib.claims.CLAIM_LINE), whose ``expected`` may
 # hold spaces: a rule that excludes a named rival prints it as written ("excludes(first order=1)")
@@ -74,6 +82,10 @@ class claims_dashboard(nodes.General, nodes.Element):
     """Replaced by the claims tables once every chapter has been read."""
 
 
+class claims_headline(nodes.General, nodes.Element):
+    """Replaced by the dashboard's headline once every chapter has been read."""
+
+
 class execution_status(nodes.General, nodes.Element):
     """Replaced by the execution-status table once every chapter has been read."""
 
@@ -84,6 +96,22 @@ class rule_changes(nodes.General, nodes.Element):
 
 class words_rules(nodes.General, nodes.Element):
     """Replaced by the table from the papers' words to the book's rules."""
+
+
+class definitions(nodes.General, nodes.Element):
+    """Replaced by the table of the definitions the verdicts rest on."""
+
+
+class pending_claim(nodes.Inline, nodes.Element):
+    """A claim's verdict or rule in a chapter's prose (``{verdict}`cid```, ``{rule}`cid```), filled
+    from the chapter's claims once they are known."""
+
+
+def _claim_role(what: str):
+    def role(name, rawtext, text, lineno, inliner, options=None, content=None):
+        return [pending_claim(rawtext, cid=text.strip(), what=what)], []
+
+    return role
 
 
 class _Placeholder(SphinxDirective):
@@ -99,12 +127,20 @@ class ClaimsDashboard(_Placeholder):
     node_class = claims_dashboard
 
 
+class ClaimsHeadline(_Placeholder):
+    node_class = claims_headline
+
+
 class ExecutionStatus(_Placeholder):
     node_class = execution_status
 
 
 class WordsRules(_Placeholder):
     node_class = words_rules
+
+
+class Definitions(_Placeholder):
+    node_class = definitions
 
 
 class RuleChanges(_Placeholder):
@@ -250,6 +286,8 @@ def _collect(app: Sphinx, doctree: nodes.document) -> None:
                 **{k: d.get(k, "") for k in ("finding", "rule_source", "estimand", "population", "rival", "lean")},
                 "share": d.get("share"),
                 "alpha": d.get("alpha"),
+                **{k: d.get(k, "") for k in ("margin", "whole", "design")},
+                "alternatives": d.get("alternatives") or {},
             }
         )
     st["chapters"][docname] = {"title": title, "meta": meta, "claims": claims}
@@ -293,7 +331,29 @@ def _pages_to_rewrite(app: Sphinx, env) -> list[str]:
 # Rendering
 
 
+def _claim_text(app: Sphinx, node: pending_claim, fromdoc: str) -> nodes.Node:
+    """The verdict or rule of the claim a ``{verdict}``/``{rule}`` role names, from this chapter's
+    claims in the build (a claim it did not decide: a warning, and the text says so)."""
+    claims = _state(app.env)["chapters"].get(fromdoc, {}).get("claims", [])
+    c = next((c for c in claims if c["cid"] == node["cid"]), None)
+    if c is None:
+        logger.warning(f"{{{node['what']}}} names {node['cid']!r}, which this chapter did not decide",
+                       location=fromdoc, type="icl", subtype="claims")
+        return nodes.emphasis(text=f"({node['cid']}: not decided in this build)")
+    if node["what"] == "verdict":
+        return nodes.strong(text=c["verdict"], classes=["icl-prose-verdict", VERDICT_CLASS.get(c["verdict"], "")])
+    out = nodes.inline(classes=["icl-prose-rule"])
+    out += nodes.literal(text=c["expected"])
+    if c.get("population"):
+        out += nodes.Text(f" (on {c['population'].split(';')[0]})")
+    return out
+
+
 def _fill(app: Sphinx, doctree: nodes.document, fromdoc: str) -> None:
+    for node in list(doctree.findall(pending_claim)):
+        node.replace_self(_claim_text(app, node, fromdoc))
+    for node in list(doctree.findall(claims_headline)):
+        node.replace_self(_headline(app, fromdoc))
     for node in list(doctree.findall(claims_dashboard)):
         node.replace_self(_dashboard(app, fromdoc))
     for node in list(doctree.findall(execution_status)):
@@ -302,6 +362,8 @@ def _fill(app: Sphinx, doctree: nodes.document, fromdoc: str) -> None:
         node.replace_self(_rule_changes(app, fromdoc))
     for node in list(doctree.findall(words_rules)):
         node.replace_self(words_table())
+    for node in list(doctree.findall(definitions)):
+        node.replace_self(definitions_table())
 
 
 def _quiet_progress_bars(app: Sphinx, config) -> None:
@@ -356,9 +418,13 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_node(rule_changes)
     app.add_node(words_rules)
     app.add_directive("claims-dashboard", ClaimsDashboard)
+    app.add_directive("claims-headline", ClaimsHeadline)
     app.add_directive("execution-status", ExecutionStatus)
     app.add_directive("rule-changes", RuleChanges)
     app.add_directive("words-to-rules", WordsRules)
+    app.add_directive("definitions", Definitions)
+    app.add_role("verdict", _claim_role("verdict"))
+    app.add_role("rule", _claim_role("rule"))
     app.connect("config-inited", _quiet_progress_bars)
     app.connect("builder-inited", _html_assets)
     app.connect("env-get-outdated", _stale_executions)

@@ -14,13 +14,14 @@ from typing import Callable
 
 from docutils import nodes
 
-from icl_lib.claims.findings import FINDINGS, SOURCES, finding_verdict
+from icl_lib.claims.findings import FINDINGS, SOURCES, UNTESTED, finding_verdict
 from icl_lib.claims.multiplicity import expected_errors, holm
 from icl_lib.claims.words import WORDS
 
 from .render import table, verdict
 
-__all__ = ["findings_section", "multiplicity_section", "words_table", "group_by_finding"]
+__all__ = ["findings_section", "multiplicity_section", "words_table", "group_by_finding", "headline_section",
+           "fragile_of", "definitions_table"]
 
 _SAY = {"PASS": "reproduces", "FAIL": "does not reproduce", "INCONCLUSIVE": "is undecided",
         "NOT-RUN": "is not run in this profile"}
@@ -143,3 +144,87 @@ def words_table() -> list[nodes.Node]:
     rows = [[nodes.literal(text=key), w.words, w.rule, ", ".join(w.classes)] for key, w in WORDS.items()]
     return [table(["Entry", "The papers' words", "The rule", "Rules (icl_lib.claims)"], rows,
                   ["icl-claims", "icl-rules", "icl-words"])]
+
+
+def definitions_table() -> list[nodes.Node]:
+    """The definitions the verdicts rest on, with their alternatives (:data:`icl_lib.definitions.DEFINITIONS`)."""
+    from icl_lib.definitions import DEFINITIONS
+
+    rows = [[nodes.literal(text=d.key), d.says, nodes.literal(text=str(d.value)),
+             "; ".join(f"{v}: {w}" for v, w in d.alternatives.items()), d.kind, d.since]
+            for d in DEFINITIONS.values()]
+    return [table(["Definition", "What it says", "In force", "Declared alternatives", "Kind", "Chosen"], rows,
+                  ["icl-claims", "icl-rules", "icl-definitions"])]
+
+
+def fragile_of(c: dict) -> dict[str, str]:
+    """``{definition=alternative: verdict}`` of the declared alternatives that give claim ``c``
+    another verdict (:mod:`icl_lib.definitions`)."""
+    return {k: v for k, v in (c.get("alternatives") or {}).items()
+            if v != c["verdict"] and v not in ("-", "NOT-RUN", "error")}
+
+
+def _item(label: str, parts: list[nodes.Node]) -> nodes.list_item:
+    item = nodes.list_item()
+    para = nodes.paragraph()
+    para += nodes.strong(text=f"{label}: ")
+    for part in parts:
+        para += part
+    item += para
+    return item
+
+
+def headline_section(claims: list[dict], link_claim: Callable) -> list[nodes.Node]:
+    """The dashboard's opening, per paper: how many of its findings reproduce and which; each claim
+    that fails, with its measurement against its rule (what the book's data contradict); the
+    undecided ones; the verdicts that another declared definition would change; the sentences the
+    book does not test."""
+    groups = group_by_finding([c for c in claims if c.get("kind", "paper") == "paper"])
+    out: list[nodes.Node] = []
+    for source in ("P1", "P2"):
+        keys = [k for k in groups if k in FINDINGS and FINDINGS[k].source == source]
+        own = [c for k in keys for c in groups[k]]
+        verdicts = {k: finding_verdict(c["verdict"] for c in groups[k]) for k in keys}
+        head = nodes.paragraph(classes=["icl-headline"])
+        head += nodes.strong(text=f"{SOURCES[source]}.  ")
+        good = [FINDINGS[k].title for k in keys if verdicts[k] == "PASS"]
+        bad = [FINDINGS[k].title for k in keys if verdicts[k] == "FAIL"]
+        open_ = [FINDINGS[k].title for k in keys if verdicts[k] == "INCONCLUSIVE"]
+        head += nodes.Text(
+            f"Of {len(keys)} findings, {len(good)} reproduce" + (f" ({'; '.join(good)})" if good else "")
+            + (f"; {len(bad)} do not ({'; '.join(bad)})" if bad else "")
+            + (f"; {len(open_)} are undecided ({'; '.join(open_)})" if open_ else "")
+            + f".  {len(own)} claims decide them: {sum(c['verdict'] == 'PASS' for c in own)} pass, "
+            f"{sum(c['verdict'] == 'FAIL' for c in own)} fail, "
+            f"{sum(c['verdict'] == 'INCONCLUSIVE' for c in own)} are undecided.")
+        out.append(head)
+        items = nodes.bullet_list()
+        fails = [c for c in own if c["verdict"] == "FAIL"]
+        if fails:
+            parts: list[nodes.Node] = [nodes.Text("the book's measurements contradict these sentences: ")]
+            for i, c in enumerate(fails):
+                parts += [nodes.Text("; " if i else ""), nodes.Text(f"\u201c{c['statement']}\u201d ("),
+                          *_claim_ref(c, link_claim), nodes.Text(")")]
+            items += _item("Does not reproduce", parts + [nodes.Text(".")])
+        undecided = [c for c in own if c["verdict"] == "INCONCLUSIVE"]
+        if undecided:
+            parts = []
+            for i, c in enumerate(undecided):
+                parts += [nodes.Text("; " if i else ""), *_claim_ref(c, link_claim)]
+            items += _item("Undecided", parts + [nodes.Text(" (the table below says what would decide each).")])
+        fragile = [c for c in own if fragile_of(c)]
+        if fragile:
+            parts = [nodes.Text(f"{len(fragile)} verdicts change under another of the book's declared definitions: ")]
+            for i, c in enumerate(fragile):
+                alt = "; ".join(f"{k}: {v}" for k, v in fragile_of(c).items())
+                parts += [nodes.Text("; " if i else ""), link_claim(c), nodes.Text(f" {c['verdict']} ({alt})")]
+            items += _item("Fragile", parts + [nodes.Text(".")])
+        untested = [u for u in UNTESTED if u.source == source]
+        if untested:
+            parts = []
+            for i, u in enumerate(untested):
+                parts += [nodes.Text(("; " if i else "") + f"\u201c{u.quote}\u201d ({u.section}): {u.why}")]
+            items += _item("Not tested as written", parts + [nodes.Text(".")])
+        if len(items):
+            out.append(items)
+    return out

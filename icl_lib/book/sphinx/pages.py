@@ -13,7 +13,7 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from .findings import findings_section, multiplicity_section
+from .findings import findings_section, fragile_of, headline_section, multiplicity_section
 from .render import VERDICT_CLASS, count_text, link, scroll, table, verdict
 
 logger = logging.getLogger(__name__)
@@ -58,7 +58,8 @@ def _condition_cell(c: dict) -> list[nodes.Node]:
     """The rule as printed, where it comes from (the words-to-rules table, or why it departs from
     it), the population it is measured on, and the finding it belongs to."""
     cell: list[nodes.Node] = [nodes.literal(text=c["expected"])]
-    for key, label in (("rule_source", ""), ("population", "on: "), ("finding", "finding: ")):
+    for key, label in (("rule_source", ""), ("population", "on: "), ("whole", "every seed: "),
+                       ("margin", "margin: "), ("finding", "finding: ")):
         if c.get(key):
             cell.append(nodes.inline(text=f" {label}{c[key]}", classes=[f"icl-{key.replace('_', '-')}"]))
     return cell
@@ -74,6 +75,12 @@ def _verdict_cell(c: dict) -> list[nodes.Node]:
         cell.append(note)
     if c.get("decide"):
         cell.append(nodes.inline(text=f" undecided: {c['decide']}", classes=["icl-decide"]))
+    if c.get("design") and "cannot" in c["design"]:
+        cell.append(nodes.inline(text=f" design: {c['design']}", classes=["icl-design"]))
+    fragile = fragile_of(c)
+    if fragile:
+        cell.append(nodes.inline(text=" fragile: " + "; ".join(f"{k} gives {v}" for k, v in fragile.items()),
+                                 classes=["icl-fragile"]))
     return cell
 
 
@@ -206,10 +213,34 @@ def _kind_counts(claims: list[dict], kinds=("paper", "beyond", "check")) -> str:
     return "; ".join(parts)
 
 
+def _all_claims(app: Sphinx) -> list[dict]:
+    """Every claim of the build, each with its chapter; a claim of a chapter built in the paper
+    profile also carries the verdicts under the declared alternatives that its committed record
+    (current) holds (:mod:`icl_lib.book.records`)."""
+    committed = _committed(app, "paper")
+    out = []
+    for doc, ch in _chapters(app):
+        name = doc.rsplit("/", 1)[-1]
+        st = committed.get(name)
+        alts = ({c["cid"]: c.get("alternatives") or {} for c in st["record"].get("claims", [])}
+                if st and st["current"] and ch["meta"].get("profile") == "paper" else {})
+        for c in ch["claims"]:
+            merged = {**alts.get(c["cid"], {}), **(c.get("alternatives") or {})}
+            out.append(dict(c, chapter=name, chapter_title=ch["title"], doc=doc, alternatives=merged))
+    return out
+
+
+def _headline(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
+    """The dashboard's opening (:func:`~icl_lib.book.sphinx.findings.headline_section`)."""
+    def link_claim(c: dict) -> nodes.Node:
+        return link(app, fromdoc, c["doc"], c["cid"], c["anchor"], literal=True)
+
+    return headline_section(_all_claims(app), link_claim)
+
+
 def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
     chapters = _chapters(app)
-    all_claims = [dict(c, chapter=doc.rsplit("/", 1)[-1], chapter_title=ch["title"], doc=doc)
-                  for doc, ch in chapters for c in ch["claims"]]
+    all_claims = _all_claims(app)
     papers = [c for c in all_claims if c.get("kind", "paper") == "paper"]
 
     def link_claim(c: dict) -> nodes.Node:
@@ -241,7 +272,7 @@ def _dashboard(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
     )
     out.append(summary)
     for doc, ch in chapters:
-        claims = ch["claims"]
+        claims = [c for c in all_claims if c["doc"] == doc]
         profile = ch["meta"].get("profile", "quick")
         other = _other(profile)
         name = doc.rsplit("/", 1)[-1]
@@ -301,40 +332,61 @@ def _verdict_changes(verdicts) -> list[nodes.Node] | str:
 
 
 def _rule_changes(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
-    """Every listed change to a claim's rule, chapter by chapter, newest first within a chapter."""
-    from icl_lib.rule_changes import CHANGES
+    """Every listed change to a claim's rule, chapter by chapter, newest first within a chapter, each
+    with its net effect; first, the net effect of every change made after a run and of every move
+    between the committed records (:mod:`icl_lib.book.ledger`)."""
+    from icl_lib.book import ledger
+    from icl_lib.rule_changes import CHANGES, net_effect
 
     if not CHANGES:
         return [nodes.paragraph(text="No claim's rule has changed since it was written.")]
     docs = {d.rsplit("/", 1)[-1]: d for d, _ in _chapters(app)}
+    after = net_effect([c for c in CHANGES if c.after_run])
+    states = ledger.load(Path(app.srcdir))
+    moved = ledger.net_effect(states)
+    head = nodes.paragraph(classes=["icl-net-effect"])
+    head += nodes.strong(text="Net effect.  ")
+    head += nodes.Text(
+        f"The {sum(c.after_run for c in CHANGES)} changes made after a run moved {after['toward PASS']} recorded "
+        f"verdicts toward PASS and {after['toward FAIL']} toward FAIL.  Between the {len(states)} committed states "
+        f"of the paper profile's records, {moved['toward PASS']} verdicts moved toward PASS and "
+        f"{moved['toward FAIL']} toward FAIL (a claim removed counts by the verdict it had); every such move is "
+        "listed below with the change that made it (a test holds the records' ledger to this page).")
     rows = []
     for c in sorted(CHANGES, key=lambda c: (c.chapter, c.claims, c.date)):
         target = nodes.inline(ids=[f"rule-{c.chapter}-{cid}" for cid in c.claims])
         chapter = link(app, fromdoc, docs[c.chapter], c.chapter) if c.chapter in docs else c.chapter
+        net = c.net
         rows.append([
             [target, *[part for cid in c.claims for part in (nodes.literal(text=cid), nodes.Text(" "))]],
             chapter,
             c.date,
             nodes.literal(text=c.before),
             nodes.literal(text=c.after),
-            c.why,
+            c.why + (f" (corrected {c.corrected})" if c.corrected else ""),
             "yes" if c.after_run else "no",
             _verdict_changes(c.verdicts),
+            ", ".join(f"{n} {k}" for k, n in net.items() if n) or "-",
         ])
-    headers = ["Claim", "Chapter", "Date", "Rule before", "Rule after", "Why", "After a run", "Verdict before → after"]
-    return [scroll(table(headers, rows, ["icl-claims", "icl-rules"]))]
+    headers = ["Claim", "Chapter", "Date", "Rule before", "Rule after", "Why", "After a run", "Verdict before → after",
+               "Net effect"]
+    return [head, scroll(table(headers, rows, ["icl-claims", "icl-rules"]))]
 
 
 def _store_summary(app: Sphinx) -> dict[str, str]:
     """Per chapter, what the committed run store holds of its paper-profile runs (trained once on a
-    GPU): ``"24 of 24 runs stored, trained on cuda (...), <date>"`` or ``"0 of 24 runs stored"``."""
+    GPU): ``"24 of 24 runs stored, trained on cuda (...), <date>"`` or ``"0 of 24 runs stored"``;
+    nothing for a book built outside a checkout (no ``book/`` beside its configuration)."""
     if not hasattr(app, "icl_store_summary"):
         from icl_lib.book import plan
         from icl_lib.book.plan_training import store_summary
 
         book = Path(app.srcdir) / "book"
+        if not book.exists():  # a book built outside a checkout has no run store of its own
+            app.icl_store_summary = {}
+            return app.icl_store_summary
         try:
-            app.icl_store_summary = store_summary(plan.book_plan("paper", book if book.exists() else plan.BOOK))
+            app.icl_store_summary = store_summary(plan.book_plan("paper", book))
         except Exception as err:  # noqa: BLE001 - the status page says so instead of failing the build
             logger.warning(f"run store summary unavailable: {err}", type="icl", subtype="store")
             app.icl_store_summary = {}

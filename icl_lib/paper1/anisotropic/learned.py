@@ -12,10 +12,11 @@ KQ_h[:d, :d]) x_q`` (paper 1, B.3), so ``sum_h mu_h KQ_h[:d, :d]`` is the model'
   from the mirror pair along training;
 * :func:`scaled_inverse_blocks`, :func:`inverse_distances` -- Figure 14's comparison of the heads'
   KQ blocks with ``Sigma^{-1}``;
-* :func:`ov_magnitudes`, :func:`ov_magnitude_estimate` -- B.3's OV magnitudes against the
-  isotropic case;
+* :func:`ov_magnitudes`, :func:`ov_magnitude_estimate`, :func:`ov_magnitude_rival` -- B.3's OV
+  magnitudes against the isotropic case, and the ratio ``Gamma*``'s own scale would give;
 * :data:`B3_MEDIANS`, :data:`B3_FRACTIONS`, :func:`b3_estimates`, :func:`sweep_estimates` -- chapter
-  6's claims of B.3, pooled over the models with ``rho != 0``.
+  6's claims of B.3, pooled over the models with ``rho != 0``; :func:`initial_spread_rival`, the
+  rival of the heads' common scale.
 
 Used by chapter 6.
 """
@@ -28,7 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...circuits import effective_preconditioner, kq_blocks
+from ...circuits import effective_preconditioner, kq_blocks, omega_of
 from ...engine import Run
 from ...stats import LEVEL, Estimate, largest, median_ci, proportion_ci
 from .experiment import pos_neg_runs
@@ -55,6 +56,8 @@ __all__ = [
     "sweep_estimates",
     "ov_magnitudes",
     "ov_magnitude_estimate",
+    "ov_magnitude_rival",
+    "initial_spread_rival",
 ]
 
 
@@ -73,8 +76,10 @@ def circuit_table(runs: Mapping[float, Sequence[Run]]) -> "pandas.DataFrame":  #
     :func:`~icl_lib.paper1.anisotropic.preconditioner.reference_values` (nan when ``Gamma*`` is
     proportional to ``I``), the ``band ratio`` of the learned to ``Gamma*``'s ``(i, i+2)`` entries
     (nan when ``Gamma*`` has none), and the differences of distances ``d(Gamma*) - min(d(Sigma^-1),
-    d(I))`` and ``d(Gamma*) - d(I)`` (negative: closer to ``Gamma*``).  Paper 1, B.3 and Figure 11;
-    chapter 6."""
+    d(I))`` and ``d(Gamma*) - d(I)`` (negative: closer to ``Gamma*``); ``Gamma* scale``, the mean
+    diagonal of ``Gamma*`` unnormalised, and ``omega spread at init``, the spread ``(max - min) /
+    mean`` of ``|omega_h|`` over every head at the first logged step (the rivals of chapter 6's
+    OV-magnitude and same-scale claims).  Paper 1, B.3 and Figure 11; chapter 6."""
     rows = []
     for r, runs_r in runs.items():
         for run in runs_r:
@@ -94,6 +99,7 @@ def circuit_table(runs: Mapping[float, Sequence[Run]]) -> "pandas.DataFrame":  #
                                                            trace_normalise(torch.linalg.inv(S)))]
             band_l = float(band_mean(Gn, 2)) if d >= 3 else float("nan")
             band_s = float(band_mean(G_r, 2)) if d >= 3 else float("nan")
+            w0 = omega_of(run.history["KQ"][0].double(), d).abs()  # (H,) at the first logged step
             rows.append({
                 "rho": r, "seed": run.spec.seed, "pattern": p.kind, "omega": np.round(p.omega, 3).tolist(),
                 "mu": np.round(p.mu, 3).tolist(), "OV off-last": p.ov_offlast, "zero-sum": p.zero_sum,
@@ -108,6 +114,8 @@ def circuit_table(runs: Mapping[float, Sequence[Run]]) -> "pandas.DataFrame":  #
                 "band ratio": band_l / band_s if abs(band_s) > 1e-12 else float("nan"),
                 "d(Gamma*) - min(d(Sigma^-1), d(I))": dists[0] - min(dists[1], dists[2]),
                 "d(Gamma*) - d(I)": dists[0] - dists[1],
+                "Gamma* scale": float(G_star.diagonal().mean()),
+                "omega spread at init": float((w0.max() - w0.min()) / w0.mean()),
             })
     return pd.DataFrame(rows)
 
@@ -272,8 +280,10 @@ def ov_magnitudes(table: "pandas.DataFrame") -> "pandas.DataFrame":  # noqa: F82
             i = iso.loc[t.seed]
             rows.append({"rho": t.rho, "seed": t.seed, "mean |mu|": t["mean |mu|"], "isotropic": i["mean |mu|"],
                          "ratio": t["mean |mu|"] / i["mean |mu|"],
-                         "both pos/neg": t.pattern == "pos/neg" and i.pattern == "pos/neg"})
-    return pd.DataFrame(rows, columns=["rho", "seed", "mean |mu|", "isotropic", "ratio", "both pos/neg"])
+                         "both pos/neg": t.pattern == "pos/neg" and i.pattern == "pos/neg",
+                         "Gamma* scale ratio": t["Gamma* scale"] / i["Gamma* scale"]})
+    return pd.DataFrame(rows, columns=["rho", "seed", "mean |mu|", "isotropic", "ratio", "both pos/neg",
+                                       "Gamma* scale ratio"])
 
 
 def ov_magnitude_estimate(ratios: "pandas.DataFrame", pos_neg: bool = True, level: float = LEVEL) -> Estimate | None:  # noqa: F821,E501
@@ -281,3 +291,20 @@ def ov_magnitude_estimate(ratios: "pandas.DataFrame", pos_neg: bool = True, leve
     two models are positive/negative (``pos_neg``) or over all pairs; None without pairs."""
     r = ratios[ratios["both pos/neg"]] if pos_neg else ratios
     return median_ci(r["ratio"], level) if len(r) else None
+
+
+def ov_magnitude_rival(ratios: "pandas.DataFrame", pos_neg: bool = True) -> float | None:  # noqa: F821
+    """The rival of :func:`ov_magnitude_estimate`: the median, over the same pairs, of the ratio of
+    ``Gamma*``'s own scale (its mean diagonal) at the pair's ``rho`` to that at ``rho = 0``, the
+    OV ratio if the OV circuits carried the change of the optimal pre-conditioned step and the KQ
+    scale stayed; None without pairs (chapter 6)."""
+    r = ratios[ratios["both pos/neg"]] if pos_neg else ratios
+    return float(r["Gamma* scale ratio"].median()) if len(r) else None
+
+
+def initial_spread_rival(table: "pandas.DataFrame") -> float | None:  # noqa: F821
+    """The rival of the heads' common scale (chapter 6's ``omega spread``): the median over the
+    positive/negative models with ``rho != 0`` of the spread of their heads' ``|omega_h|`` at the
+    first logged step, heads as unrelated in scale as at initialisation; None without such models."""
+    pn = table[(table.rho != 0) & (table.pattern == "pos/neg")]
+    return float(pn["omega spread at init"].median()) if len(pn) else None

@@ -5,7 +5,7 @@
 * :func:`paired_losses`, :func:`loss_summary` -- every model at its training length on test prompts
   shared with the references (paired gaps), per ``rho``;
 * :func:`loss_estimates` -- chapter 6's two loss claims (medians over seeds widened by the test-set
-  error, the largest over ``rho``).
+  error, the largest over ``rho``), and :func:`plain_gd_rival`, the rival of the first.
 
 Used by chapter 6.
 """
@@ -33,6 +33,7 @@ __all__ = [
     "paired_losses",
     "loss_summary",
     "loss_estimates",
+    "plain_gd_rival",
 ]
 
 
@@ -141,3 +142,14 @@ def loss_estimates(losses: "pandas.DataFrame", min_rho: float = 0.5, level: floa
         if per:
             out[key] = largest(per)
     return out
+
+
+def plain_gd_rival(losses: "pandas.DataFrame") -> float | None:  # noqa: F821
+    """The rival of :func:`loss_estimates`' ``"PGD"``: the median gap to pre-conditioned debiased GD
+    with ``Gamma*`` that the same positive/negative models with ``rho != 0`` would have if they were
+    plain debiased GD at its best step, ``R_dGD(eta*) / R_PGD(Gamma*) - 1`` at each model's ``rho``
+    (closed forms); None without such models.  Paper 1, B.3; chapter 6."""
+    pn = losses[(losses.rho != 0) & (losses.pattern == "pos/neg")]
+    if not len(pn):
+        return None
+    return float((pn["R_dGD(eta*)"] / pn["R_PGD(Gamma*)"] - 1).median())

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...circuits import DUMMY_TOL, dummy_heads, mu_of, omega_of
+from ...circuits import dummy_heads, mu_of, omega_of
 from ...stats import Estimate, median_ci, proportion_ci
 from ...validate import check_choice, check_float, check_int, fail
 from ..approx_loss import ApproxLossConfig, approx_loss, approx_loss_grad
@@ -114,7 +114,7 @@ def _gd_loop(mu, omega, loss, gd, log, rec) -> int | None:
     return None
 
 
-def group_labels(omega, mu, tol: float = DUMMY_TOL) -> list[str]:
+def group_labels(omega, mu, tol: float | None = None) -> list[str]:
     """Per-head group of one model, ``omega, mu (H,)``: "positive", "negative" (sign of ``omega_h``)
     or "dummy" (:func:`icl_lib.circuits.dummy_heads`), as in chapter 2.  Chapter 3."""
     w = torch.as_tensor(np.asarray(omega, dtype=float))
@@ -211,7 +211,7 @@ def gd_statistics(table: pd.DataFrame, H: int) -> dict:
     }
 
 
-def gd_stages(out: dict, k: int, d: int, rules: StageRules = StageRules()) -> StageSummary:
+def gd_stages(out: dict, k: int, d: int, rules: StageRules | None = None) -> StageSummary:
     """:func:`~icl_lib.paper1.dynamics.stage_detection.detect_stages` of the ``k``-th start of an
     :func:`approx_gd` output, whose iterates are circuits of the form (3.1)
     (:func:`~icl_lib.paper1.dynamics.landscape.reparam_circuits`).  Chapter 3, Figure 20."""

@@ -135,7 +135,9 @@ def norm_estimates(draws: pd.DataFrame, stats_df: pd.DataFrame) -> dict:
     * ``a_ratio``: panel (a)'s median at the largest ``L`` over that at the smallest, with the
       interval of the two order-statistic intervals (lower: low over high);
     * ``c_law``: panel (c)'s median at the largest ``L`` over the large-``L`` law, minus 1, with
-      the median's order-statistic interval.
+      the median's order-statistic interval;
+    * ``c_rival``: the same ratio if the norm did not concentrate (the median at the smallest
+      ``L`` over the law at the largest, minus 1): the rival of ``c_law``.
     """
     out = {}
     a = draws[draws.panel == "a"]
@@ -149,4 +151,5 @@ def norm_estimates(draws: pd.DataFrame, stats_df: pd.DataFrame) -> dict:
     mc = median_ci(cl["norm"])
     out["c_law"] = Estimate(mc.value / law - 1, mc.lo / law - 1, mc.hi / law - 1,
                             what="median / law - 1, order-statistic interval")
+    out["c_rival"] = float(c[c.L == c.L.min()]["norm"].median() / law - 1)
     return out

@@ -108,7 +108,25 @@ FALL_TOL = 0.1  # |omega_h| "falls" when its final value is at least this fracti
 
 
 RUN_COLUMNS = ["H", "seed", "final pattern", "live heads", "omega drop (median head)", "omega falls",
-               "group mu final/max (min)", "group mu final/mid (min)", "mu rises"]
+               "group mu final/max (min)", "group mu final/mid (min)", "mu rises", "group mu late slope (min)"]
+
+
+def late_slope(steps: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The least-squares slope of ``log values`` on ``log step`` over the snapshots of the second half
+    of training (steps at least half the last), per column of ``values (T, k)``: the trend of a
+    growth ("increases steadily", chapter 3).  ``nan`` for a column with fewer than three such
+    snapshots or a non-positive value."""
+    steps, values = np.asarray(steps, float), np.asarray(values, float).reshape(len(steps), -1)
+    late = steps >= steps[-1] / 2
+    out = np.full(values.shape[1], np.nan)
+    if late.sum() < 3:
+        return out
+    x = np.log(np.maximum(steps[late], 1.0))
+    for j in range(values.shape[1]):
+        v = values[late, j]
+        if (v > 0).all():
+            out[j] = float(np.polyfit(x, np.log(v), 1)[0])
+    return out
 
 
 def observation_runs(sweep: dict, stages: dict, heads: Sequence[int], fall_tol: float = FALL_TOL) -> pd.DataFrame:
@@ -117,7 +135,9 @@ def observation_runs(sweep: dict, stages: dict, heads: Sequence[int], fall_tol: 
     it reaches ``fall_tol`` (``omega falls``); for the OV side, the smallest over its final groups
     (positive, negative; one group for a single-sign run) of ``|sum mu_h|`` at the end against its
     maximum and against mid-training, and whether every group ends within 5% of its maximum and
-    above mid-training (``mu rises``).  Chapter 3."""
+    above mid-training (``mu rises``); and the smallest over its groups of the trend of
+    ``log|sum mu_h|`` on ``log step`` in the second half of training (:func:`late_slope`: a growth
+    that goes on has it above 0).  Chapter 3."""
     rows = []
     for H in heads:
         for run, st in zip(sweep[H], stages[H]):
@@ -132,7 +152,8 @@ def observation_runs(sweep: dict, stages: dict, heads: Sequence[int], fall_tol: 
             rows.append({"H": H, "seed": run.spec.seed, "final pattern": st.kind, "live heads": len(live),
                          "omega drop (median head)": drop, "omega falls": drop >= fall_tol,
                          "group mu final/max (min)": fmax, "group mu final/mid (min)": fmid,
-                         "mu rises": fmax >= 0.95 and fmid > 1.0})
+                         "mu rises": fmax >= 0.95 and fmid > 1.0,
+                         "group mu late slope (min)": float(np.min(late_slope(st.steps, gm[:, present])))})
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 

@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...circuits import DUMMY_TOL, mu_of, omega_of, pattern_history
+from ...circuits import mu_of, omega_of, pattern_history
+from ...definitions import value as definition
 from ...stats import Estimate, median_ci, proportion_ci
 from ...validate import check_float, check_int, fail, literal_list
 
@@ -32,6 +33,7 @@ __all__ = [
     "StageRules",
     "StageSummary",
     "first_persistent_step",
+    "banded",
     "detect_stages",
     "check_stage_heads",
     "sweep_stages",
@@ -51,24 +53,46 @@ class StageRules:
     A snapshot of the history is in
 
     * *pattern (3.1)* when the KQ off-diagonal ratio and the OV off-last ratio (pooled over the
-      non-dummy heads, :func:`icl_lib.circuits.summarize_pattern`) are both below ``shape_tol``;
-    * *Stage I* (paper 1, Section 4.2, eq. 4.2) when every non-dummy head is sign-matched,
+      live heads, :func:`icl_lib.circuits.summarize_pattern`) are both below ``shape_tol``; once
+      in it, a run leaves it only when a ratio rises above ``shape_tol * (1 + kind_band)`` (a
+      band, so that a ratio jittering around the threshold is not a pattern lost);
+    * *Stage I* (paper 1, Section 4.2, eq. 4.2) when every live head is sign-matched,
       ``sign omega_h = sign mu_h``, and the OV entries cancel, ``|sum mu_h| / sum |mu_h| < zero_sum_tol``;
-    * *Stage II* (eq. 4.4) when the non-dummy heads form a positive and a negative group with a
+    * *Stage II* (eq. 4.4) when the live heads form a positive and a negative group with a
       homogeneous KQ scale, ``(max - min) / mean |omega_h| < spread_tol``.
 
     A stage is *established* at the first logged step from which its condition holds at every
-    later snapshot (:func:`first_persistent_step`).  Chapter 3.
+    later snapshot (:func:`first_persistent_step`).  ``shape_tol``, ``kind_band`` and
+    ``dummy_tol``: ``None`` reads the definitions ``shape-tol``, ``kind-band`` and ``live-tol``
+    (:mod:`icl_lib.definitions`), which also say which heads are live.  Chapter 3.
     """
 
-    shape_tol: float = 0.5  # KQ off-diag / diag and OV off-last / |mu| below this: pattern (3.1)
+    shape_tol: float | None = None  # KQ off-diag / diag and OV off-last / |mu| below this: pattern (3.1)
     zero_sum_tol: float = 0.1  # |sum_h mu_h| / sum_h |mu_h| below this: zero-sum OV
-    spread_tol: float = 0.25  # (max - min) / mean of |omega_h| over non-dummy heads below this
-    dummy_tol: float = DUMMY_TOL  # dummy head: |omega_h| and |mu_h| below this share of the largest
+    spread_tol: float = 0.25  # (max - min) / mean of |omega_h| over live heads below this
+    dummy_tol: float | None = None  # a head's scale below this share of the largest counts as lost
+    kind_band: float | None = None  # in the form (3.1) until a ratio exceeds shape_tol * (1 + kind_band)
 
     def __post_init__(self):
+        for name, key in (("shape_tol", "shape-tol"), ("dummy_tol", "live-tol"), ("kind_band", "kind-band")):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, definition(key))
         for name in ("shape_tol", "zero_sum_tol", "spread_tol", "dummy_tol"):
             object.__setattr__(self, name, check_float(name, getattr(self, name), 0.0, 10.0, lo_open=True))
+        object.__setattr__(self, "kind_band", check_float("kind_band", self.kind_band, 0.0, 10.0))
+
+
+def banded(ratios: np.ndarray, tol: float, band: float) -> np.ndarray:
+    """Whether a history is in a form read with a band, ``(T,)`` booleans from ``ratios (T, k)``:
+    it enters when every ratio is below ``tol`` and leaves when one rises above ``tol * (1 +
+    band)`` (``band = 0``: each snapshot on its own).  Chapter 3's pattern (3.1) along training."""
+    ratios = np.asarray(ratios, dtype=float).reshape(len(ratios), -1)
+    below, above = (ratios < tol).all(1), (ratios > tol * (1 + band)).any(1)
+    state, out = False, np.zeros(len(ratios), bool)
+    for t in range(len(ratios)):
+        state = bool(below[t]) or (state and not above[t])
+        out[t] = state
+    return out
 
 
 def first_persistent_step(steps: Sequence[int], flags: Sequence[bool]) -> int | None:
@@ -131,19 +155,20 @@ class StageSummary:
         return np.abs(np.stack([self.mu[:, pos].sum(1), self.mu[:, neg].sum(1)], 1))
 
 
-def detect_stages(KQ: torch.Tensor, OV: torch.Tensor, steps, d: int, rules: StageRules = StageRules()) -> StageSummary:
+def detect_stages(KQ: torch.Tensor, OV: torch.Tensor, steps, d: int, rules: StageRules | None = None) -> StageSummary:
     """Stage boundaries of one run's history ``KQ (T, H, D, D)``, ``OV (T, H, N, D)`` at ``steps (T,)``.
 
     Applies the rules of :class:`StageRules` at every snapshot and returns the first logged step
     from which each holds to the end (paper 1, Section 4.2: Stage I, then Stage II).  Chapter 3.
     """
+    rules = StageRules() if rules is None else rules
     if not isinstance(rules, StageRules):
         raise ValueError(f"rules={rules!r} is invalid: accepted a StageRules")
     steps = np.asarray(torch.as_tensor(steps).cpu().numpy())
     hist = pattern_history(KQ, OV, d, tol=rules.dummy_tol)
     if len(hist) != len(steps):
         raise ValueError(f"steps has {len(steps)} entries: accepted one per snapshot ({len(hist)})")
-    shape = np.array([p.kq_offdiag < rules.shape_tol and p.ov_offlast < rules.shape_tol for p in hist])
+    shape = banded(np.array([[p.kq_offdiag, p.ov_offlast] for p in hist]), rules.shape_tol, rules.kind_band)
     stage1 = np.array([p.heads > 1 and p.sign_matched and p.zero_sum < rules.zero_sum_tol for p in hist])
     stage2 = np.array([p.kind == "pos/neg" and p.omega_spread < rules.spread_tol for p in hist])
     w = omega_of(KQ.double(), d).numpy()  # (T, H)
@@ -189,7 +214,7 @@ def check_stage_heads(heads, hi: int = STAGE_HEADS_MAX) -> list[int]:
     return sorted({check_int("heads", H, 2, hi) for H in values})
 
 
-def sweep_stages(sweep: dict, d: int, rules: StageRules = StageRules()) -> dict[int, list[StageSummary]]:
+def sweep_stages(sweep: dict, d: int, rules: StageRules | None = None) -> dict[int, list[StageSummary]]:
     """:func:`detect_stages` of every run of a sweep ``{H: [runs]}``: ``{H: [StageSummary]}`` in the
     sweep's order (paper 1, Section 4.2).  Chapter 3."""
     return {

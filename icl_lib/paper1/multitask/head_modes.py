@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ...circuits import DUMMY_TOL, kq_diagonal, mu_matrix
+from ...circuits import DUMMY_TOL, SHAPE_TOL, kq_diagonal, mu_matrix
+from ...definitions import value as definition
 from ...config import DataConfig
 from ...stats import LEVEL, Estimate, largest, median_ci, proportion_ci
 from ...validate import check_float, check_int
@@ -65,9 +66,11 @@ __all__ = [
     "PATTERN_TOL",
 ]
 
-WRITE_TOL = DUMMY_TOL  # head h writes to task n when |mu_{h,n}| >= WRITE_TOL * max_{h',n'} |mu_{h',n'}|
+# head h writes to task n when |mu_{h,n}| >= WRITE_TOL * max_{h',n'} |mu_{h',n'}|: the share below which a
+# head's scale counts as lost (the definition "live-tol", read when a model is classified)
+WRITE_TOL = DUMMY_TOL
 SUPPORT_TOL = 0.5  # KQ on S_n: RMS of omega_h off S_n <= SUPPORT_TOL * RMS of omega_h on S_n
-PATTERN_TOL = 0.5  # global pattern (B.4): both ratios of global_pattern below this (chapter 2's 0.5)
+PATTERN_TOL = SHAPE_TOL  # global pattern (B.4): both ratios of global_pattern below this ("shape-tol")
 MODES = ("kernel", "shared-dGD", "allocated", "superposition", "mixed", "other")
 
 
@@ -105,7 +108,7 @@ class HeadRole:
 
 
 def head_roles(KQ: torch.Tensor, OV: torch.Tensor, data: DataConfig,
-               write_tol: float = WRITE_TOL, support_tol: float = SUPPORT_TOL) -> list[HeadRole]:
+               write_tol: float | None = None, support_tol: float = SUPPORT_TOL) -> list[HeadRole]:
     """Per-head roles of one model ``KQ (H, D, D)``, ``OV (H, N, D)`` (paper 1, B.4), by rule:
 
     * head ``h`` writes to task ``n`` when ``|mu_{h,n}| >= write_tol * max |mu|``;
@@ -114,7 +117,7 @@ def head_roles(KQ: torch.Tensor, OV: torch.Tensor, data: DataConfig,
     * its KQ diagonal is *on* ``S_n`` when the RMS of ``omega_h`` off ``S_n`` is at most
       ``support_tol`` times the RMS on ``S_n`` (``S_n`` = all coordinates: always on).
     """
-    write_tol = check_float("write_tol", write_tol, 0.0, 1.0)
+    write_tol = check_float("write_tol", definition("live-tol") if write_tol is None else write_tol, 0.0, 1.0)
     support_tol = check_float("support_tol", support_tol, 0.0)
     KQ, OV = KQ.detach().double().cpu(), OV.detach().double().cpu()
     d = data.d
@@ -167,7 +170,7 @@ def _shared_ratio(w: torch.Tensor, data: DataConfig, live: torch.Tensor) -> floa
 
 
 def classify_mode(KQ: torch.Tensor, OV: torch.Tensor, data: DataConfig,
-                  write_tol: float = WRITE_TOL, support_tol: float = SUPPORT_TOL) -> ModeSummary:
+                  write_tol: float | None = None, support_tol: float = SUPPORT_TOL) -> ModeSummary:
     """Mode of one model ``KQ (H, D, D)``, ``OV (H, N, D)`` by the rules of paper 1, B.4 (chapter 7).
 
     A mode is a local pattern on top of the global one: a model whose circuits lack the global
@@ -212,7 +215,7 @@ def classify_mode(KQ: torch.Tensor, OV: torch.Tensor, data: DataConfig,
     kq_off, ov_off = global_pattern(KQ, OV, data) if live else (float("inf"), float("inf"))
     if not live:
         mode, reason = "other", "no head writes to any task"
-    elif max(kq_off, ov_off) >= PATTERN_TOL:
+    elif max(kq_off, ov_off) >= definition("shape-tol"):
         mode, reason = "other", f"no global pattern (KQ off-diagonal {kq_off:.2f}, OV off-pattern {ov_off:.2f})"
     elif len(all_tasks) == len(live) and all(len({r.signs[n] for n in r.tasks}) == 1 for r in live):
         head_signs = {r.signs[0] for r in live}

@@ -28,8 +28,8 @@ dimension ``d``) and the best diagonal pre-conditioner shared by all tasks (Mode
 * :func:`task_batch`, :func:`debiased_gd_diag_risk`, :func:`support_gamma`,
   :func:`optimal_gamma_shared`, :func:`bayes_task_risk`, :func:`reference_risks`,
   :func:`predicted_shared_ratio` -- the references per task;
-* :func:`task_loss_table`, :func:`loss_gap_estimates` -- every trained model's per-task loss
-  against them, and chapter 7's loss claims.
+* :func:`task_loss_table`, :func:`loss_gap_estimates`, :func:`reference_gap` -- every trained
+  model's per-task loss against them, chapter 7's loss claims and their rivals.
 
 Used by chapter 7.
 """
@@ -65,6 +65,7 @@ __all__ = [
     "predicted_shared_ratio",
     "task_loss_table",
     "loss_gap_estimates",
+    "reference_gap",
     "MAX_TASKS",
     "BAYES_WORK",
     "TEST_WORK",
@@ -352,3 +353,15 @@ def loss_gap_estimates(losses: "pandas.DataFrame", H: int, column: str, level: f
     claims combine the tasks with ``largest``, ``smallest`` or ``envelope``."""
     rows = losses[(losses["H"] == H) & losses[column].notna()]
     return {int(t): seed_median_ci(g[column], g[column + " se"], level) for t, g in rows.groupby("task")}
+
+
+def reference_gap(refs: "pandas.DataFrame", rival: str, ref: str) -> float:  # noqa: F821
+    """The rival of a loss claim against the reference ``ref``: the paired gap a model computing the
+    reference ``rival`` instead would have, ``R_rival / R_ref - 1`` per task from
+    :func:`reference_risks`' columns, the task's value nearest to 0 (the nearest rival over the
+    tasks).  Chapter 7."""
+    for col in (rival, ref):
+        if col not in refs.columns:
+            fail("column", col, f"a column of reference_risks ({', '.join(map(str, refs.columns))})")
+    gaps = (refs[rival] / refs[ref] - 1).to_numpy(dtype=float)
+    return float(gaps[abs(gaps).argmin()])

@@ -41,6 +41,7 @@ __all__ = [
     "activation_table",
     "pattern_estimate",
     "rate_spread_estimate",
+    "coefficient_spread",
 ]
 
 
@@ -174,3 +175,11 @@ def rate_spread_estimate(rates: Mapping[str, pd.DataFrame], column: str) -> tupl
     lo = max(0.0, float(t["lo"].max() / t["hi"].min() - 1)) if math.isfinite(t["hi"].min()) else 0.0
     hi = float(t["hi"].max() / t["lo"].min() - 1) if t["lo"].min() > 0 else math.inf
     return Estimate(value, lo, hi, LEVEL, f"spread of {column} over activations, t intervals per activation"), t
+
+
+def coefficient_spread(activations: Sequence[str]) -> float:
+    """``max c_f / min c_f - 1`` over ``activations``: the spread of the effective rates if each
+    activation's rate followed its own first-order coefficient (the rival of "remarkably consistent
+    across all activation functions", paper 1, B.2; chapter 5)."""
+    cf = [activation_coefficient(a) for a in activations]
+    return max(cf) / min(cf) - 1

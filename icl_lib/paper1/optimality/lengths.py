@@ -167,8 +167,10 @@ def median_ratio_extreme(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]], wha
 class LengthValues:
     """What :func:`length_estimates` reads off Figure 3 besides its estimates: the tracking
     deviation ``track``, the length ``track_L`` and loss ratio ``track_ratio`` where it is largest,
-    the ratio to vanilla GD at the shortest length, the spread between head counts, and the
-    tracking tolerance ``track_tol``; NaN without ``H >= 2``."""
+    the ratio to vanilla GD at the shortest length, the spread between head counts, the
+    tracking tolerance ``track_tol``, and the single head's largest ``|loss / R_dGD - 1|`` over
+    the lengths (``one_head_track``, the rival of tracking) and its smallest ``loss_1 / loss_H - 1``
+    (``one_head_gap``, the rival of the same loss for every ``H``); NaN where they are missing."""
 
     track: float
     track_L: float
@@ -176,6 +178,8 @@ class LengthValues:
     gd_ratio_short: float
     spread: float
     track_tol: float
+    one_head_track: float = NAN
+    one_head_gap: float = NAN
 
 
 def length_estimates(
@@ -191,7 +195,8 @@ def length_estimates(
       pairs of head counts ``H, H' >= 2``: of the mean losses over the kept seeds
       (:func:`~icl_lib.stats.seed_ratio`), and of the median losses over every seed
       (:func:`median_ratio_extreme`);
-    * ``track`` -- the largest ``|loss_H / R_dGD(eta_learned) - 1|`` over ``H >= 2`` and lengths;
+    * ``track``, ``track all seeds`` -- the largest ``|loss_H / R_dGD(eta_learned) - 1|`` over
+      ``H >= 2`` and lengths (the kept seeds; every seed);
     * ``rivals`` -- at the shortest length, the smallest over ``H >= 2`` and two rival predictors
       (vanilla GD at the learned rate, debiased GD at ``eta*(L)``) of
       ``(|loss - R_rival| - |loss - R_dGD|) / R_dGD``: positive when the loss is nearer debiased GD
@@ -205,8 +210,8 @@ def length_estimates(
     ``spread``; NaN without ``H >= 2``.  ``tol`` is the tracking tolerance (glued)."""
     Ls = check_lengths(Ls)
     multi = [H for H in errors if H >= 2 and keep.get(H)]
-    out: dict = dict.fromkeys(("decreasing", "spread", "spread all seeds", "track", "rivals", "beats single",
-                               "beats single all seeds"))
+    out: dict = dict.fromkeys(("decreasing", "spread", "spread all seeds", "track", "track all seeds", "rivals",
+                               "beats single", "beats single all seeds"))
     values = dict(track=NAN, track_L=NAN, track_ratio=NAN, gd_ratio_short=NAN, spread=NAN, track_tol=float(tol))
     # decreasing: every model, consecutive lengths, independent test sets
     v, s = [], []
@@ -243,12 +248,20 @@ def length_estimates(
         values["spread"] = out["spread"].value
     # tracking debiased GD at the learned rate, and its rivals at the shortest length
     dgd = np.asarray(ref["debiased GD"], dtype=float)
-    stats = {H: [_seed_mean(errors[H][kept(H), j]) for j in range(len(Ls))] for H in multi}
-    dev = np.array([[m / dgd[j] - 1 for j, (m, _, _) in enumerate(stats[H])] for H in multi])
-    out["track"] = extreme(dev.ravel(), np.array([[se / dgd[j] for j, (_, se, _) in enumerate(stats[H])]
-                                                  for H in multi]).ravel(), "absmax",
-                           df=[np.nan if df is None else df for H in multi for (_, _, df) in stats[H]],
-                           what="largest |loss/R_dGD(eta_learned) - 1| over H >= 2 and L")
+
+    def tracking(sel, what):
+        st = {H: [_seed_mean(errors[H][sel(H), j]) for j in range(len(Ls))] for H in multi}
+        dv = np.array([[m / dgd[j] - 1 for j, (m, _, _) in enumerate(st[H])] for H in multi])
+        est = extreme(dv.ravel(), np.array([[se / dgd[j] for j, (_, se, _) in enumerate(st[H])]
+                                            for H in multi]).ravel(), "absmax",
+                      df=[np.nan if df is None else df for H in multi for (_, _, df) in st[H]], what=what)
+        return st, dv, est
+
+    stats, dev, out["track"] = tracking(kept, "largest |loss/R_dGD(eta_learned) - 1| over H >= 2 and L")
+    out["track all seeds"] = tracking(lambda H: slice(None), "the same over every seed")[2]
+    if 1 in errors:
+        one = np.array([float(errors[1][:, j].mean()) for j in range(len(Ls))])
+        values["one_head_track"] = float(np.max(np.abs(one / dgd - 1)))
     jt = int(np.unravel_index(np.argmax(np.abs(dev)), dev.shape)[1])
     loss = np.array([[m for (m, _, _) in stats[H]] for H in multi])  # (|multi|, |Ls|)
     values.update(track=out["track"].value, track_L=int(Ls[jt]), track_ratio=float(loss[:, jt].mean() / dgd[jt]),
@@ -274,6 +287,7 @@ def length_estimates(
                 vals.append(r), ses.append(se), dfs.append(np.nan if df is None else df)
         out["beats single"] = extreme(vals, ses, "max", df=dfs,
                                       what="largest loss_H/loss_1 - 1 over H >= 2 and L (beats single)")
+        values["one_head_gap"] = float(1 / (1 + max(vals)) - 1)
         out["beats single all seeds"] = median_ratio_extreme(
             [(errors[H][:, j], errors[1][:, j]) for H in multi for j in range(len(Ls))],
             "largest median loss_H / median loss_1 - 1 over H >= 2 and L (every seed)")

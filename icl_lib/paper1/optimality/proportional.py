@@ -144,8 +144,9 @@ def proportional_table(runs: Mapping[float, Sequence[Run]], n: int, seed: int, n
     spread over seeds, :func:`~icl_lib.stats.seed_ratio`'s rule) and degrees of freedom (seeds - 1), the exact
     optimal debiased GD risk ``R_dGD*`` at that ``(d, L)``, the Bayes risk (``n_bayes`` designs,
     ``"proportional-bayes"``), the ratios ``loss / R_dGD* - 1`` and ``loss / R_Bayes`` with errors,
-    ``R_dGD* / R_Bayes`` and its proportional limit at ``xi = d / L``, and how many runs ended in
-    the positive/negative pattern.  One row per ``xi`` (chapter 5)."""
+    ``R_dGD* / R_Bayes`` and its proportional limit at ``xi = d / L``, vanilla GD's optimal risk
+    relative to ``R_dGD*`` (``R_GD*/R_dGD* - 1``, the rival of reaching ``R_dGD*``), and how many
+    runs ended in the positive/negative pattern.  One row per ``xi`` (chapter 5)."""
     rows = []
     for j, (xi, rs) in enumerate(runs.items()):
         data = rs[0].spec.data
@@ -165,6 +166,7 @@ def proportional_table(runs: Mapping[float, Sequence[Run]], n: int, seed: int, n
                      "loss/R_dGD* - 1": mean / r_dgd - 1, "se (vs R_dGD*)": se / r_dgd,
                      "loss/R_Bayes": ratio_b, "se (vs R_Bayes)": ratio_b * math.hypot(se / mean, se_b / r_b),
                      "R_dGD*/R_Bayes": r_dgd / r_b,
+                     "R_GD*/R_dGD* - 1": est.vanilla_gd_risk(est.optimal_eta_vanilla(d, L, s2), d, L, s2) / r_dgd - 1,
                      "limit ratio": est.gd_risk_proportional(d / L, s2) / est.bayes_risk_proportional(d / L, s2)})
     return pd.DataFrame(rows).set_index("xi")
 
