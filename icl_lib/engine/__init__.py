@@ -4,7 +4,7 @@
 * :mod:`~icl_lib.engine.sources`   -- where a step's batch comes from (plain, prefetch, draw-ahead, shards)
 * :mod:`~icl_lib.engine.steps`     -- one optimiser step (eager, sharded, CUDA graph) and divergence
 * :mod:`~icl_lib.engine.fused`     -- the fused CPU backend, its numba code in :mod:`~icl_lib.engine.fused_math`,
-  :mod:`~icl_lib.engine.fused_random`, :mod:`~icl_lib.engine.fused_simd` and :mod:`~icl_lib.engine.fused_kernels`
+  :mod:`~icl_lib.engine.fused_random` and :mod:`~icl_lib.engine.fused_kernels`
 * :mod:`~icl_lib.engine.trainer`   -- :class:`EnsembleTrainer`: state, checkpoints, history, the loop
 * :mod:`~icl_lib.engine.training`  -- :func:`train`: cache look-up, grouping, concurrency; :func:`train_groups`
 * :mod:`~icl_lib.engine.cluster`   -- a plan's ensembles trained on a Dask cluster
