@@ -108,6 +108,10 @@ BOOK_SCREENSHOTS ?= _build/screenshots
 browser-test: install
 	BOOK_SCREENSHOTS=$(BOOK_SCREENSHOTS) $(PY) -m pytest -q -p no:randomly tests_browser
 
+# Model-steps/s of the engine (eager and fused) against a plain reference, on this machine's CPU;
+# the first lines name the CPU and the instruction set the fused kernels were compiled for.
+# NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES= make bench: the kernels compiled for AVX2 (Haswell's own
+# instruction set), on any x86-64 CPU that has it.
 bench: install
 	$(PY) -m icl_lib.tools.bench
 

@@ -16,13 +16,19 @@ builds the batch source and the step that the execution names (:mod:`icl_lib.eng
   sequences, its own counter-based random numbers; the default, :data:`DEFAULT_CPU_BACKEND`) or
   ``"eager"`` (PyTorch ops, the sampler's ``torch.Generator`` streams); a GPU trains eagerly.  It
   decides the random numbers, so a fused run's cache key names it.  ``ICL_BACKEND=eager|fused``
-  sets ``"auto"`` for the chapters.
+  sets ``"auto"`` for the chapters.  On a CPU the fused kernels are not built for (not x86-64), or
+  where numba is missing or cannot compile them (:func:`fused_unavailable`), ``"fused"`` and
+  ``"auto"`` resolve to ``"eager"`` with one logged line: the run trains, and is keyed, as an
+  eager run.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
+import logging
 import os
+import platform
 from dataclasses import dataclass
 
 import torch
@@ -30,17 +36,79 @@ import torch
 from ..config import DEVICES, resolve_device
 from ..validate import check_choice, check_int
 
-__all__ = ["Execution", "GPU_DRAW_AHEAD", "BACKENDS", "DEFAULT_CPU_BACKEND", "resolve_backend", "resolve_draw_ahead",
-           "tune_cpu_allocator"]
+__all__ = ["Execution", "GPU_DRAW_AHEAD", "BACKENDS", "DEFAULT_CPU_BACKEND", "FUSED_MACHINES", "fused_unavailable",
+           "cpu_description", "resolve_backend", "resolve_draw_ahead", "tune_cpu_allocator"]
+
+log = logging.getLogger(__name__)
 
 GPU_DRAW_AHEAD = 32  # steps whose batches a GPU draws at once; part of a CUDA run's cache key
 BACKENDS = ("eager", "fused")  # how a CPU computes a step; part of a fused run's cache key
 DEFAULT_CPU_BACKEND = "fused"  # 5.7-12.5x the eager step's model-steps/s on two cores here (README, Speed)
+FUSED_MACHINES = ("x86_64", "amd64")  # the CPUs the fused kernels are built and tested for (AVX2, AVX-512)
+_FALLBACK_LOGGED = False
 
 
-def resolve_backend(backend: str, device: torch.device) -> str:
+@functools.lru_cache(maxsize=1)
+def fused_unavailable() -> str | None:
+    """Why the fused backend cannot train on this machine, in words, or ``None`` where it can: an
+    x86-64 CPU on which numba compiles (or loads from its cache) the fused random numbers."""
+    machine = platform.machine()
+    if machine.lower() not in FUSED_MACHINES:
+        return f"its kernels are built for x86-64 CPUs, and this one is {machine or 'of an unknown kind'}"
+    try:
+        from .fused_random import normals
+
+        normals(0, 0, 0, 0, 2)
+    except Exception as err:  # numba missing, or unable to compile here
+        return f"its kernels do not compile here ({type(err).__name__}: {err})"
+    return None
+
+
+def _cpu_model() -> str:
+    """The CPU's model name, with its family and model numbers where Linux gives them."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip().lower()
+                if not key and fields:
+                    break  # the first processor's block is enough
+                fields.setdefault(key, value.strip())
+    except OSError:
+        pass
+    name = fields.get("model name") or fields.get("hardware") or platform.processor() or platform.machine()
+    if "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']}, model {fields['model']})"
+    return name or "an unknown CPU"
+
+
+def cpu_description() -> str:
+    """This machine's CPU model, and the target numba compiles the fused kernels for (CPU name and
+    vector instructions; ``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES`` choose another), in words."""
+    model = _cpu_model()
+    try:
+        import llvmlite.binding as llvm
+        from numba.core import config
+    except Exception:  # numba missing: the fused backend falls back to the eager engine
+        return f"{model}; numba not available"
+    name = config.CPU_NAME or llvm.get_host_cpu_name()
+    if config.CPU_FEATURES == "":
+        return f"{model}; fused kernels compiled for {name} (its own instruction set)"
+    text = config.CPU_FEATURES if config.CPU_FEATURES is not None else llvm.get_host_cpu_features().flatten()
+    feats = {f[1:] for f in text.split(",") if f.startswith("+")}
+    isa = next((label for key, label in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"), ("sse4.2", "SSE4.2"),
+                                          ("neon", "NEON")) if key in feats), "no vector extension named")
+    fma = ", FMA" if "fma" in feats else ""
+    whose = "this CPU's" if config.CPU_FEATURES is None else "NUMBA_CPU_FEATURES'"
+    return f"{model}; fused kernels compiled for {name} with {whose} instructions: {isa}{fma}"
+
+
+def resolve_backend(backend: str, device: torch.device, here: bool = True) -> str:
     """``"auto"``: ``$ICL_BACKEND`` when set, else :data:`DEFAULT_CPU_BACKEND` on a CPU and
-    ``"eager"`` on a GPU; ``"fused"`` is for CPUs only."""
+    ``"eager"`` on a GPU; ``"fused"`` is for CPUs only.  ``here``: the CPU is this machine's, so
+    ``"fused"`` becomes ``"eager"`` where :func:`fused_unavailable` says why (logged once)."""
+    global _FALLBACK_LOGGED
     if backend == "auto":
         env = os.environ.get("ICL_BACKEND", "")
         if env and env not in BACKENDS:
@@ -52,6 +120,13 @@ def resolve_backend(backend: str, device: torch.device) -> str:
         raise ValueError(f"backend={backend!r} is invalid: accepted 'auto', 'eager' or 'fused'")
     if backend == "fused" and torch.device(device).type != "cpu":
         raise ValueError(f"backend='fused' is invalid on device {torch.device(device).type}: accepted only on cpu")
+    why = fused_unavailable() if backend == "fused" and here else None
+    if why is not None:
+        if not _FALLBACK_LOGGED:
+            _FALLBACK_LOGGED = True
+            log.warning("icl_lib: the fused CPU backend cannot run on this machine (%s): training with the eager "
+                        "engine instead", why)
+        return "eager"
     return backend
 
 
@@ -95,7 +170,7 @@ class Execution:
         else:
             dev = torch.device(check_choice("device", device.type if isinstance(device, torch.device) else device,
                                             DEVICES))
-        backend = resolve_backend(backend, dev)
+        backend = resolve_backend(backend, dev, here)
         if graph is None:
             graph = dev.type == "cuda" and os.environ.get("ICL_CUDA_GRAPH", "0") == "1"
         if graph not in (True, False):

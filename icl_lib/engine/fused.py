@@ -4,7 +4,8 @@ and the analytic backward pass; a second applies the optimiser's rule to torch's
 An eager CPU step is a few dozen PyTorch ops, each small (6 x 40 context tokens, 40 scores per
 head), and its batch is drawn by ``normal_`` at about 4.7 ns a number; the fused step
 (:mod:`icl_lib.engine.fused_kernels`) computes the same model, data distribution and loss with
-its own counter-based random numbers at about 1.2 ns each, with sequences as SIMD lanes.  It
+its own counter-based random numbers at about 1 ns each (a Zen 3 core), with sequences as SIMD
+lanes.  It
 trains every model the book trains (softmax and linear attention, the normalised activations,
 anisotropic and multi-task data, mixed head counts in one ensemble, float32 and float64; Adam and
 SGD, the same :mod:`torch.optim` optimiser as the eager step, so checkpoints carry the same state).
@@ -14,11 +15,13 @@ Its random numbers are not the eager sampler's, so the backend is part of a run'
 ``t`` is a function of its seed and ``t`` alone, so a checkpoint resumes bitwise from its step.
 Work items (:data:`~icl_lib.engine.fused_random.CH` sequences of one model) are spread over
 ``threads`` threads and summed per model in a fixed order: the numbers do not depend on the
-number of threads (tested).
+number of threads (tested).  Where the kernels cannot run (not an x86-64 CPU, or numba cannot
+compile them), :func:`~icl_lib.engine.execution.resolve_backend` trains with the eager engine.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import numba
@@ -36,7 +39,30 @@ from .forms import FormOptimizer
 from .sources import BatchSource
 from .steps import DivergenceWatch, _Step
 
-__all__ = ["FusedProgram", "FusedStep", "FusedSource", "fused_keys"]
+__all__ = ["FusedProgram", "FusedStep", "FusedSource", "fused_keys", "SPIN_COUNT"]
+
+SPIN_COUNT = "2000"  # GOMP_SPINCOUNT of numba's OpenMP threads: spins before sleeping between steps
+
+
+def _start_threads() -> None:
+    """Start numba's thread pool with idle threads that spin :data:`SPIN_COUNT` times before they
+    sleep, unless the environment chooses (``GOMP_SPINCOUNT``, ``OMP_WAIT_POLICY``).  GNU OpenMP
+    spins 300,000 times by default: enough to span a whole step of a small ensemble, so on a machine
+    whose other core is busy a two-thread step waited for its spinning partner's time slices (one
+    model trained at a fifth of its one-thread speed, measured); this short spin still spans the
+    gap between two steps.  OpenMP reads the variable once, when numba loads it, which starting the
+    pool does; the environment is restored after, so other processes are not affected."""
+    chosen = "GOMP_SPINCOUNT" in os.environ or "OMP_WAIT_POLICY" in os.environ
+    if not chosen:
+        os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
+    try:
+        numba.get_num_threads()  # starts the pool
+    finally:
+        if not chosen:
+            del os.environ["GOMP_SPINCOUNT"]
+
+
+_start_threads()
 
 
 def fused_keys(specs: Sequence[RunSpec]) -> np.ndarray:

@@ -7,7 +7,9 @@ covariance, B.4's supports), runs the forward pass of eq. (2.2) in circuit form 
 :data:`KINDS`), the analytic backward pass to the circuits ``KQ_h`` and ``OV_h``, and adds the
 item's loss and circuit gradients to its own output slot.  The ``CH`` sequences of an item are the
 SIMD lanes: every loop has them innermost, so the compiler vectorises across sequences and no step
-needs a horizontal sum.  :func:`reduce_grads` then sums the items of each model in a fixed order
+needs a horizontal sum; the sums over tokens and features keep their accumulators in registers
+(explicit vectors, :mod:`icl_lib.engine.fused_simd`, each lane summed in the scalar loops' order,
+so the numbers are the same bits).  :func:`reduce_grads` then sums the items of each model in a fixed order
 and applies the chain rule to ``Q, K, V, O``, so the numbers do not depend on how items were spread
 over threads.  :func:`step_grads` is one step of a whole ensemble (:func:`circuits`, the items,
 the reduction); :func:`adam_update`, :func:`adam_update4` and :func:`sgd_update` are
@@ -27,6 +29,7 @@ from numba import njit  # noqa: E402
 
 from .fused_math import _JIT, _exp, _tanh  # noqa: E402
 from .fused_random import CH, _fill_normals, _make_data, _seed_lanes  # noqa: E402
+from .fused_simd import add_outer, dot_tokens, max_tokens, pool_tokens, query_vectors  # noqa: E402
 
 __all__ = ["KINDS", "chunk_grads", "reduce_grads", "circuits", "adam_update", "adam_update4", "sgd_update",
            "step_grads", "step_grads_serial"]
@@ -59,31 +62,6 @@ def circuits(Q, K, V, O, heads, KQ, OV):
                     for e in range(D):
                         acc += O[r, h, n, e] * V[r, h, e, c]
                     OV[r, h, n, c] = acc
-
-
-@njit(inline="always", **_JIT)
-def _over_tokens(out, vec, Z, h, zero):
-    """``out[h, i, b] = sum_e vec[h, e, b] Z[e, i, b]`` for the context tokens ``i < L``: the
-    scores ``z_i . u_h`` forward, the weights' gradients ``z_i . gp_h`` backward."""
-    D, L = Z.shape[0], out.shape[1]
-    for i in range(L):
-        for b in range(CH):
-            out[h, i, b] = zero
-        for e in range(D):
-            for b in range(CH):
-                out[h, i, b] += vec[h, e, b] * Z[e, i, b]
-
-
-@njit(inline="always", **_JIT)
-def _pool_tokens(out, wts, Z, h, e, zero):
-    """``out[h, e, b] = sum_i wts[h, i, b] Z[e, i, b]``: the pooled token ``sum_i a_i z_i``
-    forward, the query vector's gradient ``sum_i gs_i z_i`` backward (row ``e``)."""
-    L = wts.shape[1]
-    for b in range(CH):
-        out[h, e, b] = zero
-    for i in range(L):
-        for b in range(CH):
-            out[h, e, b] += wts[h, i, b] * Z[e, i, b]
 
 
 @njit(**_JIT)
@@ -137,21 +115,12 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_s
         gKQ[:] = 0.0
         gOV[:] = 0.0
         # forward: u_h = KQ_h x_q, scores s_hi = z_i . u_h, weights, pooled_h = sum_i a_hi z_i
+        query_vectors(u, KQ[r], Z, Hr, zero)
+        dot_tokens(s, u, Z, Hr, zero)
+        if kind == 0:
+            max_tokens(tot, s, Hr)  # softmax's shift
         for h in range(Hr):
-            for e in range(D):
-                for b in range(CH):
-                    u[h, e, b] = zero
-                for k in range(d):
-                    q = KQ[r, h, e, k]
-                    for b in range(CH):
-                        u[h, e, b] += q * Z[k, L, b]
-            _over_tokens(s, u, Z, h, zero)
             if kind == 0:  # softmax
-                for b in range(CH):
-                    tot[h, b] = s[h, 0, b]
-                for i in range(1, L):
-                    for b in range(CH):
-                        tot[h, b] = max(tot[h, b], s[h, i, b])
                 for i in range(L):
                     for b in range(CH):
                         a[h, i, b] = _exp(s[h, i, b] - tot[h, b])
@@ -184,8 +153,7 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_s
                 for i in range(L):
                     for b in range(CH):
                         a[h, i, b] *= tot[h, b]
-            for e in range(D):
-                _pool_tokens(pooled, a, Z, h, e, zero)
+        pool_tokens(pooled, a, Z, Hr, zero)
         # output and loss: y_hat_n = sum_h OV_h[n] . pooled_h
         for b in range(CH):
             lossv[b] = zero
@@ -201,7 +169,7 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_s
                 err = dy[n, b] * w[b]
                 lossv[b] += err * err
                 dy[n, b] = err * scale
-        # backward
+        # backward: gp_h = sum_n dy_n OV_h[n], then ga_hi = gp_h . z_i (into s)
         for h in range(Hr):
             for e in range(D):
                 for b in range(CH):
@@ -212,8 +180,9 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_s
                     for b in range(CH):
                         gOV[h, n, e, b] += dy[n, b] * pooled[h, e, b]
                         gp[h, e, b] += dy[n, b] * o
-            # ga_i = gp . z_i; then the scores' gradient gs_i (overwrites s)
-            _over_tokens(s, gp, Z, h, zero)
+        dot_tokens(s, gp, Z, Hr, zero)
+        # the scores' gradient gs_hi (overwrites s)
+        for h in range(Hr):
             if kind == 1:
                 for i in range(L):
                     for b in range(CH):
@@ -232,12 +201,9 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_s
                     for i in range(L):
                         for b in range(CH):
                             s[h, i, b] = (s[h, i, b] - dot[b]) * tot[h, b] * fp[h, i, b]
-            # gu_h = sum_i gs_i z_i; then gKQ_h[e, k] += gu_h[e] x_q[k]
-            for e in range(D):
-                _pool_tokens(gu, s, Z, h, e, zero)
-                for k in range(d):
-                    for b in range(CH):
-                        gKQ[h, e, k, b] += gu[h, e, b] * Z[k, L, b]
+        # gu_h = sum_i gs_hi z_i; then gKQ_h[e, k] += gu_h[e] x_q[k]
+        pool_tokens(gu, s, Z, Hr, zero)
+        add_outer(gKQ, gu, Z, Hr)
         acc = 0.0
         for b in range(CH):
             acc += lossv[b]
@@ -327,7 +293,8 @@ def sgd_update(p, g, lr):
         p[i] -= lr * g[i]
 
 
-def _step_grads(threads, items, step, keys, Q, K, V, O, heads, KQ, OV, chol, xmode, noise_std, beta_scale, kind,
+@njit(parallel=True, **_JIT)
+def step_grads(threads, items, step, keys, Q, K, V, O, heads, KQ, OV, chol, xmode, noise_std, beta_scale, kind,
                norm_len, B, L, n_chunks, item_loss, item_gKQ, item_gOV, loss, gQ, gK, gV, gO):
     """One step's losses and gradients of the whole ensemble in one call: the circuits, the work
     items in ``threads`` contiguous blocks (numba's threads, one block each), then
@@ -342,11 +309,20 @@ def _step_grads(threads, items, step, keys, Q, K, V, O, heads, KQ, OV, chol, xmo
     reduce_grads(n_chunks, item_loss, item_gKQ, item_gOV, Q, K, V, O, heads, loss, gQ, gK, gV, gO)
 
 
-# the step on numba's threads, and the same loop compiled without them for one thread: a parallel
-# loop of one block still wakes numba's thread pool, whose idle threads spin at its barrier on every
-# step and take a core from other work on the machine (a second training process, a kernel)
-step_grads = njit(parallel=True, **_JIT)(_step_grads)
-step_grads_serial = njit(**_JIT)(_step_grads)
+@njit(**_JIT)
+def step_grads_serial(threads, items, step, keys, Q, K, V, O, heads, KQ, OV, chol, xmode, noise_std, beta_scale,
+                      kind, norm_len, B, L, n_chunks, item_loss, item_gKQ, item_gOV, loss, gQ, gK, gV, gO):
+    """:func:`step_grads` on the calling thread alone (every item in one block; ``threads`` is
+    not read).  A parallel loop of one block still wakes numba's thread pool, whose idle threads
+    spin at its barrier on every step and take a core from other work on the machine.  It is a
+    function of its own, not :func:`step_grads` compiled without ``parallel``: numba's on-disk cache
+    keys compiled code by the Python function and the signature, not by ``parallel``, so two
+    compilations of one function would load each other's code (the parallel step then ran on
+    one thread wherever the serial one had been cached first)."""
+    circuits(Q, K, V, O, heads, KQ, OV)
+    chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_scale, kind, norm_len, B, L,
+                item_loss, item_gKQ, item_gOV)
+    reduce_grads(n_chunks, item_loss, item_gKQ, item_gOV, Q, K, V, O, heads, loss, gQ, gK, gV, gO)
 
 
 @njit(**_JIT)

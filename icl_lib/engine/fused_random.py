@@ -27,12 +27,12 @@ os.environ.setdefault("NUMBA_SLP_VECTORIZE", "1")  # numba leaves LLVM's SLP vec
 import numpy as np  # noqa: E402
 from numba import njit  # noqa: E402
 
-from .fused_math import _JIT, _M32, _rotl, _u32, log_approx, sincos_approx  # noqa: E402
+from .fused_math import _JIT, _M32, _bits_f32, _f32_bits, _rotl, _u32, log_approx, sincos_approx  # noqa: E402
+from .fused_simd import CH, add_labels, copy_rows  # noqa: E402
 
 __all__ = ["CH", "philox4x32", "normals", "chunk_batch", "XMODES"]
 
 XMODES = {"gaussian": 0, "covariance": 1, "sphere": 2}  # how a model's covariates are drawn (_make_data)
-CH = 64  # sequences per work item: the SIMD lanes of every loop (16 and 32 vectorised worse, measured)
 
 
 # ------------------------------------------------------------------------------------------ RNG
@@ -79,31 +79,53 @@ def _xoshiro_next(s0, s1, s2, s3):
 
 
 @njit(inline="always", **_JIT)
-def _fill_normals(out, state, rows):
-    """``out[:rows]`` ``(rows, CH)`` with standard normals, a pair of rows per 64 bits of each
-    lane's xoshiro128++ (``rows`` even)."""
-    two31 = np.float32(2.0**-31)
+def _radius(r1):
+    """Box-Muller's radius ``sqrt(-2 ln u1)`` of a 32-bit word, ``u1 = (floor(r1 / 2) + 1) 2^-31``
+    in ``(0, 1]`` (the integer is converted as int32: ``2^31`` wraps to ``-2^31``, and ``abs``
+    brings it back exactly)."""
+    k = np.int32(_u32(np.uint64(r1 >> np.uint32(1)) + np.uint64(1)))
+    u1 = abs(np.float32(k)) * np.float32(2.0**-31)
+    return np.sqrt(np.float32(-2.0) * log_approx(u1))
+
+
+@njit(inline="always", **_JIT)
+def _polar(rad, r2):
+    """The pair of normals at radius ``rad`` and the angle of the 32-bit word ``r2``: two
+    quadrant bits and a 30-bit fraction."""
     two30 = np.float32(2.0**-30)
     halfpi = np.float32(math.pi / 2)
     quarterpi = np.float32(math.pi / 4)
+    q = r2 >> np.uint32(30)
+    phi = (np.float32(np.int32(r2 & np.uint32(0x3FFFFFFF))) + np.float32(0.5)) * two30 * halfpi - quarterpi
+    s, c = sincos_approx(phi)
+    odd = (q & np.uint32(1)) != np.uint32(0)
+    x0 = s if odd else c
+    y0 = c if odd else s
+    negx = ((q ^ (q >> np.uint32(1))) & np.uint32(1)) != np.uint32(0)
+    negy = (q & np.uint32(2)) != np.uint32(0)
+    return (-rad * x0 if negx else rad * x0), (-rad * y0 if negy else rad * y0)
+
+
+@njit(inline="always", **_JIT)
+def _fill_normals(out, state, rows):
+    """``out[:rows]`` ``(rows, CH)`` with standard normals, a pair of rows per 64 bits of each
+    lane's xoshiro128++ (``rows`` even).  Three passes over the rows (the words, kept as the rows'
+    bits; the radii; the angles and the normals): each pass's loop is short enough for the CPU
+    to overlap many lanes' dependency chains."""
     for j in range(0, rows, 2):
         for b in range(CH):
             s0, s1, s2, s3 = state[0, b], state[1, b], state[2, b], state[3, b]
             r1, s0, s1, s2, s3 = _xoshiro_next(s0, s1, s2, s3)
             r2, s0, s1, s2, s3 = _xoshiro_next(s0, s1, s2, s3)
             state[0, b], state[1, b], state[2, b], state[3, b] = s0, s1, s2, s3
-            u1 = np.float32(np.int32(r1 >> np.uint32(1)) + np.int32(1)) * two31  # (0, 1]
-            rad = np.sqrt(np.float32(-2.0) * log_approx(u1))
-            q = r2 >> np.uint32(30)
-            phi = (np.float32(np.int32(r2 & np.uint32(0x3FFFFFFF))) + np.float32(0.5)) * two30 * halfpi - quarterpi
-            s, c = sincos_approx(phi)
-            odd = (q & np.uint32(1)) != np.uint32(0)
-            x0 = s if odd else c
-            y0 = c if odd else s
-            negx = ((q ^ (q >> np.uint32(1))) & np.uint32(1)) != np.uint32(0)
-            negy = (q & np.uint32(2)) != np.uint32(0)
-            out[j, b] = -rad * x0 if negx else rad * x0
-            out[j + 1, b] = -rad * y0 if negy else rad * y0
+            out[j, b] = _bits_f32(r1)
+            out[j + 1, b] = _bits_f32(r2)
+    for j in range(0, rows, 2):
+        for b in range(CH):
+            out[j, b] = _radius(_f32_bits(out[j, b]))
+    for j in range(0, rows, 2):
+        for b in range(CH):
+            out[j, b], out[j + 1, b] = _polar(out[j, b], _f32_bits(out[j + 1, b]))
 
 
 @njit(**_JIT)
@@ -126,10 +148,7 @@ def _make_data(Z, beta, raw, chol, xmode, noise_std, beta_scale, d, N, T):
     (:meth:`icl_lib.data.TaskSampler.sample`: ``x^T``, then the noise, then ``beta``).  ``xmode``:
     how the covariates are drawn (:data:`XMODES`): 0 standard normal, 1 normal with covariance
     ``chol chol^T``, 2 uniform on the sphere of radius ``sqrt(d)``."""
-    for k in range(d):
-        for i in range(T):
-            for b in range(CH):
-                Z[k, i, b] = raw[k * T + i, b]
+    copy_rows(Z, raw, 0, d * T * CH, noise_std, False)  # row k T + i of raw is Z[k, i]
     if xmode == 2:  # x = sqrt(d) z / |z|: uniform on the sphere, E x x^T = I
         root = np.sqrt(np.float64(d))
         for i in range(T):
@@ -148,21 +167,13 @@ def _make_data(Z, beta, raw, chol, xmode, noise_std, beta_scale, d, N, T):
                     for j in range(1, k + 1):
                         acc += chol[k, j] * Z[j, i, b]
                     Z[k, i, b] = acc
-    off = d * T
-    for n in range(N):
-        for i in range(T):
-            for b in range(CH):
-                Z[d + n, i, b] = noise_std * raw[off + n * T + i, b]
-    off += N * T
+    copy_rows(Z, raw, d * T * CH, (d + N) * T * CH, noise_std, True)  # the labels' noise, rows d T ..
+    off = (d + N) * T
     for n in range(N):
         for k in range(d):
             for b in range(CH):
                 beta[n, k, b] = raw[off + n * d + k, b] * beta_scale[n, k]
-    for n in range(N):
-        for k in range(d):
-            for i in range(T):
-                for b in range(CH):
-                    Z[d + n, i, b] += Z[k, i, b] * beta[n, k, b]
+    add_labels(Z, beta, d, N, T)
 
 
 @njit(**_JIT)

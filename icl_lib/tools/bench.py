@@ -19,7 +19,11 @@ setting H = 4, d = 5, L = 40, batch 256:
 * on a GPU, the share of a step spent drawing the fresh Gaussian numbers.
 
 Both are measured in the same process, interleaved, and the median of ``--repeats`` timed windows
-is reported, so the ratios are robust to a busy machine.
+is reported, so the ratios are robust to a busy machine.  On a CPU the first lines name its model
+and the target numba compiled the fused kernels for (CPU name and vector instructions, e.g. AVX2
+or AVX-512; ``NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES=`` compiles for AVX2 on any x86-64 CPU that
+has it), so a figure says where it came from; where the fused backend cannot run (:func:`~icl_lib.engine.execution.fused_unavailable`)
+only the eager rows are measured.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import torch
 from torch import nn
 
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig, resolve_device
-from ..engine.execution import resolve_draw_ahead
+from ..engine.execution import cpu_description, fused_unavailable, resolve_draw_ahead
 from ..engine.trainer import EnsembleTrainer
 from ..validate import check_float, check_int
 
@@ -171,7 +175,7 @@ def measure(device="auto", ensembles=(1, 8, 32), seconds: float = 4.0, repeats: 
         specs = [RunSpec(DataConfig(d=d, L=L, sigma2=s2), ModelConfig(heads=heads), tc, seed=r) for r in range(R)]
         trainers[R] = EnsembleTrainer(specs, dev, progress=False, compile=compile, graph=graph, draw_ahead=draw_ahead,
                                       backend="eager")
-        if dev.type == "cpu":
+        if dev.type == "cpu" and fused_unavailable() is None:
             fused[R] = EnsembleTrainer(specs, dev, progress=False, backend="fused")
             fused_one[R] = EnsembleTrainer(specs, dev, progress=False, backend="fused", shards=1)  # one core
 
@@ -198,10 +202,11 @@ def measure(device="auto", ensembles=(1, 8, 32), seconds: float = 4.0, repeats: 
             rates[R].append(_rate(engine_step(tr), seconds, sync) * R * chunk)
             if dev.type == "cpu":
                 rates[("floor", R)].append(_cpu_floors(tr, B, seconds / 4))
+            if R in fused:
                 rates[("fused", R)].append(_rate(engine_step(fused[R]), seconds, sync) * R * chunk)
                 rates[("fused1", R)].append(_rate(engine_step(fused_one[R]), seconds / 4, sync) * R * chunk)
                 rates[("rng", R)].append(_fused_normals_rate(fused[R], seconds / 4))
-            else:
+            if dev.type != "cpu":
                 rates[("floor", R)].append(_rate(sample_only(tr), seconds / 2, sync) * R * tr.draw)
     ref_rate = statistics.median(rates["ref"])
     rows = [{"impl": "reference (nn.Linear, one model)", "R": 1, "model_steps_per_s": ref_rate, "ratio": 1.0}]
@@ -301,6 +306,9 @@ def main(argv=None) -> int:
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else (platform.processor() or platform.machine())
     print(f"device={dev.type} ({name}), torch {torch.__version__}, threads={torch.get_num_threads()}, "
           f"H=4 d=5 L=40 batch=256, Adam, cuda graph {args.graph}, draw-ahead {args.draw_ahead}")
+    if dev.type == "cpu":
+        why = fused_unavailable()
+        print(f"cpu: {cpu_description()}" + (f"; no fused backend here ({why})" if why else ""))
     rows = measure(dev.type, args.ensembles, args.seconds, args.repeats, compile=compile_flag,
                    graph=args.graph == "on", draw_ahead=draw)
     if dev.type == "cpu":

@@ -138,6 +138,41 @@ def test_fused_run_resumes_bitwise_and_does_not_depend_on_threads(tmp_path):
     assert all(torch.equal(alone.params[k], whole[1].params[k]) for k in "QKVO")
 
 
+def test_two_threads_share_the_work_items_also_from_numbas_cache():
+    """A program of two threads runs its items on two threads (each thread's CPU time), whichever of
+    the parallel and the one-thread step numba compiled and cached first: they are two functions,
+    so neither loads the other's code (the parallel step once ran on one thread that way)."""
+    import os
+
+    from icl_lib.engine import fused_kernels as K
+
+    assert K.step_grads.py_func.__qualname__ != K.step_grads_serial.py_func.__qualname__
+    import numba
+
+    if not os.path.isdir("/proc/self/task") or numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("per-thread CPU times are read from Linux's /proc, on two CPUs or more")
+    tc = TrainConfig(steps=10, batch=256)
+    specs = [RunSpec(DataConfig(d=5, L=40), ModelConfig(heads=4), tc, seed=s) for s in range(16)]
+    one, two = _program(specs, torch.float32, threads=1), _program(specs, torch.float32, threads=2)
+
+    def ticks():
+        out = {}
+        for tid in os.listdir("/proc/self/task"):
+            fields = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+            out[tid] = int(fields[11]) + int(fields[12])
+        return out
+
+    one.use_threads()
+    one.grads(1)
+    two.use_threads()
+    before = ticks()
+    for t in range(60):
+        two.grads(t)
+    spent = sorted((n - before.get(tid, 0) for tid, n in ticks().items()), reverse=True)
+    assert spent[1] >= 0.25 * sum(spent), spent  # the second-busiest thread did a share of the items
+    one.use_threads()
+
+
 def test_fused_adam_is_torchs_adam():
     """One fused step moves the parameters as torch's Adam does with the same gradients."""
     spec = _small([0], heads=(2,))[0]
@@ -189,6 +224,46 @@ def test_fused_backend_is_refused_where_it_cannot_run(monkeypatch):
     assert Execution.resolve("cpu").backend == "fused"
     with pytest.raises(ValueError, match="draw_ahead=4 is invalid with backend='fused'"):
         Execution.resolve("cpu", draw_ahead=4, backend="fused")
+
+
+@pytest.mark.parametrize("cause", ["arm", "no compiler"])
+def test_where_the_fused_kernels_cannot_run_training_falls_back_to_the_eager_engine(cause, tmp_path, monkeypatch,
+                                                                                   caplog):
+    """On an ARM CPU, or where numba cannot compile the kernels, ``fused`` and ``auto`` train with
+    the eager engine, keyed and recorded as eager runs, and one logged line says so."""
+    import logging
+
+    import icl_lib.engine.fused_random as fr
+    from icl_lib.engine import execution
+
+    monkeypatch.setenv("ICL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("ICL_BACKEND", raising=False)
+    monkeypatch.setattr(execution, "_FALLBACK_LOGGED", False)
+    if cause == "arm":
+        monkeypatch.setattr(execution.platform, "machine", lambda: "aarch64")
+    else:
+        def broken(*args):
+            raise RuntimeError("no LLVM here")
+
+        monkeypatch.setattr(fr, "normals", broken)
+    execution.fused_unavailable.cache_clear()
+    try:
+        spec = _small([4], steps=20)[0]
+        with caplog.at_level(logging.WARNING, logger=execution.__name__):
+            for backend in ("auto", "fused", "fused"):
+                ex = Execution.resolve("cpu", backend=backend)
+                assert ex.backend == "eager" and ex.run_key(spec) == spec.key("cpu"), backend
+            run = train([spec], "cpu", progress=False, backend="fused", use_store=False)[0]
+        assert run.meta["backend"] == "eager" and run.source == "trained"
+        eager = EnsembleTrainer([spec], "cpu", progress=False, backend="eager").run()[0]
+        assert all(torch.equal(run.params[k], eager.params[k]) for k in "QKVO")
+        lines = [r.getMessage() for r in caplog.records if "eager engine" in r.getMessage()]
+        assert len(lines) == 1 and ("aarch64" if cause == "arm" else "no LLVM here") in lines[0], lines
+        assert "\n" not in lines[0]
+    finally:
+        monkeypatch.undo()
+        execution.fused_unavailable.cache_clear()
+    assert Execution.resolve("cpu", backend="fused").backend == "fused"  # this machine runs them
 
 
 def test_fused_and_eager_training_give_the_same_outcomes():

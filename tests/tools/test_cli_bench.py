@@ -168,3 +168,23 @@ def test_bench_sets_the_fused_backend_against_the_eager_engine(capsys):
     assert "not met: >= 7x eager" in out[4] and "5.00x" in out[4]
     assert "met: >= 3.5x eager" in out[5] and "not met" not in out[5]
     assert any(line.split()[:3] == ["32", "12000", "3000"] and line.rstrip().endswith("1.33x") for line in out)
+
+
+def test_bench_names_the_cpu_and_the_instruction_set_of_its_figures(capsys, monkeypatch):
+    """A figure says where it came from: the CPU's model and the target numba compiled the fused
+    kernels for (its name and widest vector instructions; NUMBA_CPU_NAME and NUMBA_CPU_FEATURES)."""
+    import llvmlite.binding as llvm
+    from numba.core import config
+
+    from icl_lib.tools import bench
+
+    monkeypatch.setattr(bench, "measure", lambda *a, **k: [
+        {"impl": "reference (nn.Linear, one model)", "R": 1, "model_steps_per_s": 100.0, "ratio": 1.0}])
+    assert bench.main(["--device", "cpu"]) == 0
+    cpu = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("cpu: "))
+    assert f"compiled for {config.CPU_NAME or llvm.get_host_cpu_name()} " in cpu, cpu
+    monkeypatch.setattr(config, "CPU_NAME", "haswell")
+    monkeypatch.setattr(config, "CPU_FEATURES", "+avx,+avx2,+fma,-avx512f")
+    assert bench.main(["--device", "cpu"]) == 0
+    cpu = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("cpu: "))
+    assert "compiled for haswell" in cpu and cpu.endswith("AVX2, FMA"), cpu
