@@ -66,7 +66,11 @@ CLAIMS = ChapterClaims("06_anisotropic", (
     ClaimSpec("gamma-positive-definite", "and [·] is a positive definite matrix", "P1 §B.3",
               finding="p1-anisotropic", rule="every head of every pos/neg model", word="is",
               estimand="the pattern's models at rho != 0 whose every sign(mu_h) KQ_h block has a positive smallest "
-              "eigenvalue", population=_PN, **P1),
+              "eigenvalue", population=_PN,
+              known_failure={"quick": "can fail in quick away from the defaults: at L = 32 one head of one of 23 "
+                             "positive/negative models (rho = 0.8, seed 4) ends its 4,000 steps with a smallest "
+                             "eigenvalue of -0.0012 (the models off the rule are listed above); the paper profile "
+                             "passes"}, **P1),
     ClaimSpec("gamma-closest-to-gamma-star", "A closer examination of Figure 11 shows that [·] is closer to [·]",
               "P1 §B.3, Figure 11", finding="p1-anisotropic", rule=Below(0.0), word="larger than",
               estimand="the median over the pattern's models of d(Gamma, Gamma*) - min(d(Gamma, Sigma^-1), "
