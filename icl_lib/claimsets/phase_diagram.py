@@ -85,6 +85,15 @@ _C1 = ("we found that the results are not sensitive to the choice of optimizatio
        "such as batch size and learning rate")
 
 
+# What the quick profile's sizes cannot carry (make seeds-check: the quick chapter at seeds 1 to 3).
+_QUICK_SWITCH = {"batch-4096": {"quick": "can fail in quick at other seeds: with 8 initialisations and one data "
+                                "stream per switch no outcome changed at seed 1 (0 [0, 0]); the paper profile's 64 "
+                                "initialisations and two streams decide it"}}
+_QUICK_TREND = {"quick": "can fail in quick at other seeds: the quick grid has 4 seeds in a cell off the centre, too "
+                "few for the trend's sign (at seed 1: -0.25 [-0.50, -0.01]); the paper profile's 64 a cell decide "
+                "it"}
+
+
 def _switches() -> list[ClaimSpec]:
     common = dict(section="beyond P1 §4.2", kind="beyond", finding="trap-causes", unit="initialisations",
                   written="2026-12-05")
@@ -92,6 +101,7 @@ def _switches() -> list[ClaimSpec]:
     for tag, what in _SWITCH.items():
         out.append(ClaimSpec(f"outcomes-changed-by-{tag}", f"switching {what} changes which runs are trapped more "
                              "than a new data draw does", rule=Above(0.0),
+                             known_failure=_QUICK_SWITCH.get(tag, ""),
                              estimand="the share of (initialisation, data stream) pairs whose outcome changes with the "
                              "switch minus the share whose outcome changes between the first two data streams of the "
                              "same initialisation (paired by initialisation, bootstrap interval)", **common))
@@ -121,11 +131,12 @@ def _landscape() -> list[ClaimSpec]:
            "heads, every other axis at paper 1's setting, 64 seeds a cell; delta-method interval)")
     return [
         ClaimSpec("trap-grows-with-d", "at a fixed ratio L / d = 8, two heads are trapped more often in higher "
-                  "dimension", rule=Above(0.0), estimand=fit.format(axis="d (d = 3 to 10, L = 8 d)"), **common),
+                  "dimension", rule=Above(0.0), estimand=fit.format(axis="d (d = 3 to 10, L = 8 d)"),
+                  known_failure=_QUICK_TREND, **common),
         ClaimSpec("trap-changes-with-L", "at d = 5, the trap rate changes by more than 0.1 with the context "
                   "length", rule=Outside(-0.1, 0.1), estimand=fit.format(axis="log L (L = 10 to 80)"), **common),
         ClaimSpec("trap-grows-with-lr", "a larger Adam rate traps two heads more often", rule=Above(0.0),
-                  estimand=fit.format(axis="log lr (3e-4 to 3e-2)"), **common),
+                  estimand=fit.format(axis="log lr (3e-4 to 3e-2)"), known_failure=_QUICK_TREND, **common),
         ClaimSpec("trap-falls-with-heads", "the trap rate falls as heads are added", rule=Below(0.0),
                   estimand=fit.format(axis="H (2 to 5)").replace("(two heads, ", "("), **common),
         ClaimSpec("trap-changes-with-noise", "the trap rate changes by more than 0.1 with the label noise",
