@@ -29,7 +29,7 @@ MATHJAX_OUT   := $(MATHJAX_DIR)/html/_static/mathjax
 MATHJAX_STAMP := $(MATHJAX_DIR)/.installed-$(MATHJAX_PKG)
 MATHJAX_SRC    = $(MATHJAX_DIR)/npm/node_modules/mathjax/es5
 
-.PHONY: install test test-fast unit nbval nbval-a nbval-b book mathjax browser-test bench gpu-check paper-runs paper-records seeds-check clean clean-cache
+.PHONY: install kernels test test-fast unit nbval nbval-a nbval-b book mathjax browser-test bench gpu-check paper-runs paper-records seeds-check clean clean-cache
 
 install: $(STAMP)
 
@@ -42,13 +42,21 @@ $(STAMP): pyproject.toml
 
 test: install unit nbval
 
+# The fused kernels compiled into numba's cache once, for this CPU and for AVX2 (haswell) at once,
+# before the tests: their worker processes and the chapters' kernels then load them (a second or
+# two each) instead of each compiling them again (half a minute to two minutes each).
+kernels: install
+	@$(PY) -m icl_lib.engine.fused_compile & native=$$!; \
+	NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES= $(PY) -m icl_lib.engine.fused_compile; avx2=$$?; \
+	wait $$native && exit $$avx2
+
 # The unit tests on every core (pytest-xdist); make test-fast leaves out the tests that execute
 # whole chapters (papermill) for the inner loop: make test and CI run them all.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
-unit: install
+unit: kernels
 	$(PY) -m pytest -q -n $(TEST_JOBS) tests
 
-test-fast: install
+test-fast: kernels
 	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not chapters" tests
 
 # Chapters executed by nbval and by make book record their claims here, per profile; the dashboard
@@ -61,7 +69,7 @@ CLAIMS_DIR ?= $(CURDIR)/_build/claims
 NBVAL := ICL_CLAIMS_DIR=$(CLAIMS_DIR) $(PY) -m pytest -q --nbval-lax --nbval-cell-timeout=3600 -p no:randomly
 NBVAL_A := $(wildcard book/09_*.ipynb book/01_*.ipynb book/04_*.ipynb)
 NBVAL_B := $(filter-out $(NBVAL_A),$(CHAPTERS))
-nbval: install
+nbval: kernels
 ifeq ($(TEST_JOBS),1)
 	$(NBVAL) $(CHAPTERS)
 else

@@ -32,6 +32,17 @@ def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "icl_lib", *args], capture_output=True, text=True, timeout=300)
 
 
+def call(main, args, capsys) -> tuple[int, str]:
+    """``(exit status, stderr)`` of a command's ``main`` called in this process (argparse's errors
+    exit with status 2); the commands refuse bad arguments before any work, so a subprocess (a
+    second or two of imports each) adds nothing the first such check in a subprocess does not."""
+    try:
+        rc = main(list(args))
+    except SystemExit as stop:
+        rc = stop.code
+    return rc, capsys.readouterr().err
+
+
 def test_cli_trains_and_reports(tmp_path):
     out = tmp_path / "runs.pt"
     p = run_cli("train", "--heads", "2", "--d", "3", "--L", "8", "--steps", "30", "--batch", "32",
@@ -46,15 +57,19 @@ def test_cli_trains_and_reports(tmp_path):
     assert not out.with_name(out.name + ".ckpt").exists()
 
 
-def test_cli_rejects_bad_arguments():
-    for args, name in ((["--heads", "0"], "heads=0"), (["--L", "-3"], "L=-3"), (["--device", "tpu"], "device='tpu'"),
+def test_cli_rejects_bad_arguments(capsys):
+    from icl_lib.tools.cli import main
+
+    p = run_cli("train", "--steps", "5", "--heads", "0")  # the command as a reader runs it
+    assert p.returncode == 2 and "heads=0" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    for args, name in ((["--L", "-3"], "L=-3"), (["--device", "tpu"], "device='tpu'"),
                        (["--ensemble", "0"], "ensemble=0"), (["--sigma2", "-1"], "sigma2=-1"),
                        (["--draw-ahead", "0"], "draw_ahead=0"), (["--draw-ahead", "x"], "draw_ahead='x'"),
                        (["--device", "cpu", "--cuda-graph"], "graph=True")):
-        p = run_cli("train", "--steps", "5", *args)
-        assert p.returncode == 2 and name in p.stderr, (args, p.stderr)
-    p = run_cli("train", "--steps", "abc")
-    assert p.returncode == 2 and "invalid int value" in p.stderr
+        rc, err = call(main, ["train", "--steps", "5", *args], capsys)
+        assert rc == 2 and name in err, (args, err)
+    rc, err = call(main, ["train", "--steps", "abc"], capsys)
+    assert rc == 2 and "invalid int value" in err
 
 
 def test_cli_checks_out_before_training(tmp_path):
@@ -97,12 +112,16 @@ def test_cli_reports_divergence_in_one_line():
     assert p.returncode == 1 and "training diverged" in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
-def test_bench_rejects_bad_arguments():
-    for args, name in ((["--seconds", "nan"], "seconds=nan"), (["--seconds", "-1"], "seconds=-1.0"),
-                       (["--repeats", "0"], "repeats=0"), (["--ensembles", "0"], "ensembles=0")):
-        p = subprocess.run([sys.executable, "-m", "icl_lib.tools.bench", "--device", "cpu", *args],
-                           capture_output=True, text=True, timeout=120)
-        assert p.returncode == 2 and name in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
+def test_bench_rejects_bad_arguments(capsys):
+    from icl_lib.tools.bench import main
+
+    p = subprocess.run([sys.executable, "-m", "icl_lib.tools.bench", "--device", "cpu", "--seconds", "nan"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "seconds=nan" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    for args, name in ((["--seconds", "-1"], "seconds=-1.0"), (["--repeats", "0"], "repeats=0"),
+                       (["--ensembles", "0"], "ensembles=0")):
+        rc, err = call(main, ["--device", "cpu", *args], capsys)
+        assert rc == 2 and name in err, (args, err)
 
 
 def test_cli_stops_quietly_when_its_reader_leaves():
