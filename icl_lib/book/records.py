@@ -26,6 +26,7 @@ fails until it is recorded again.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import os
@@ -139,7 +140,15 @@ def _module_file(base: Path, parts: list[str]) -> Path | None:
 def imported_modules(path: Path, base: Path) -> set[str]:
     """The modules of ``icl_lib`` (paths under ``base``, its folder) that the module at ``path``
     imports, anywhere in it (inside functions too): ``from .x import y`` names ``x/y.py`` where
-    ``y`` is a submodule, ``x.py`` (or ``x/__init__.py``) otherwise."""
+    ``y`` is a submodule, ``x.py`` (or ``x/__init__.py``) otherwise.  Each file is read once per
+    version of it (its size and modification time), however many chapters' closures pass it."""
+    st = path.stat()
+    return set(_imported_modules(str(path), str(base), st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=None)
+def _imported_modules(path_text: str, base_text: str, _mtime_ns: int, _size: int) -> frozenset[str]:
+    path, base = Path(path_text), Path(base_text)
     pkg = list(path.relative_to(base).parent.parts)
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -160,7 +169,7 @@ def imported_modules(path: Path, base: Path) -> set[str]:
                     target = _module_file(base, alias.name.split(".")[1:])
                     if target is not None:
                         found.add(str(target.relative_to(base)))
-    return found
+    return frozenset(found)
 
 
 def import_closure(starts, root: str | Path | None = None) -> set[str]:
