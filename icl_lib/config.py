@@ -53,8 +53,9 @@ def kms_covariance(d: int, rho: float, dtype=torch.float64) -> torch.Tensor:
     return torch.as_tensor(rho, dtype=dtype) ** (i[:, None] - i[None, :]).abs()
 
 
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` is CUDA when available, else CPU; ``"cuda"`` without a GPU is an error."""
+def resolve_device(device: str | torch.device) -> torch.device:
+    """The device ``device`` names: ``"auto"`` is CUDA when available, else CPU; ``"cuda"`` without a
+    GPU is an error."""
     if isinstance(device, torch.device):
         device = device.type
     check_choice("device", device, DEVICES)

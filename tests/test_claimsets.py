@@ -15,7 +15,7 @@ from icl_lib.claims.findings import FINDINGS
 from icl_lib.claims.rules import Rule
 from icl_lib.claims.words import WORDS, follows
 from icl_lib.claimsets import MODULES, declared, every_chapter
-from icl_lib.paper1.trap_outcomes import AXIS_CLAIMS
+from icl_lib.paper1.phase_diagram.attribution import AXIS_CLAIMS
 
 ROOT = Path(__file__).resolve().parents[1]
 DECIDING = ("decide", "decide_exact", "cannot_decide")

@@ -29,7 +29,7 @@ from icl_lib.config import resolve_device
         (lambda: TrainConfig(batch=1), "batch"),
         (lambda: TrainConfig(optimizer="lbfgs"), "optimizer"),
         (lambda: RunSpec(seed=-1), "seed"),
-        (lambda: resolve_profile("fast"), "profile"),
+        (lambda: resolve_profile("fast", "cpu"), "profile"),
         (lambda: train_config("auto"), "profile"),
         (lambda: resolve_device("tpu"), "device"),
     ],

@@ -67,7 +67,7 @@ def _warn_paper_training(profiles: dict[str, str | None]) -> None:
     from .plan import book_plan
     from .plan_cost import missing_runs
 
-    paper = [p for p, v in profiles.items() if (v or resolve_profile("auto")) == "paper"]
+    paper = [p for p, v in profiles.items() if (v or resolve_profile("auto", "auto")) == "paper"]
     if not paper:
         return
     plan = book_plan("paper", Path(paper[0]).parent)
@@ -104,7 +104,7 @@ def _serve_record(cache, path: str, profile: str | None) -> bool:
     from ..engine.profiles import resolve_profile
     from .records import served
 
-    found = served(path, profile or resolve_profile("auto"))
+    found = served(path, profile or resolve_profile("auto", "auto"))
     if found is None:
         return False
     nb, seconds = found

@@ -43,7 +43,7 @@ CHAPTER_PLANS: dict[str, type[ChapterSetup]] = SETUPS
 def book_plan(profile: str = "quick", book: str | Path = BOOK, overrides: dict | None = None) -> dict[str, list[RunSpec]]:
     """``{chapter: runs}`` of every chapter of ``book`` that trains, with the chapters' default
     parameters (``overrides``: ``{chapter: {name: value}}`` on top of them) in ``profile``."""
-    profile = resolve_profile(check_choice("profile", profile, ("auto", "quick", "paper")))
+    profile = resolve_profile(check_choice("profile", profile, ("auto", "quick", "paper")), "auto")
     plan = {}
     for name, setup in CHAPTER_PLANS.items():
         path = Path(book) / f"{name}.ipynb"

@@ -79,8 +79,8 @@ def train_plan(plan: dict[str, list[RunSpec]], device: str = "auto", progress: b
             runs = train_on_dask(specs, scheduler=scheduler, workers=workers, max_ensemble=max_ensemble,
                                  progress=bar if bar.bar is not None else None, **ex.settings())
         else:
-            runs = train(specs, device=device, progress=bar if bar.bar is not None else False,
-                         max_ensemble=max_ensemble, checkpoint_every=checkpoint_every, backend=backend)
+            runs = train(specs, execution=ex, progress=bar if bar.bar is not None else False,
+                         max_ensemble=max_ensemble, checkpoint_every=checkpoint_every)
     finally:
         bar.close()
     by_spec = dict(zip(specs, runs))

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import DataConfig, RunSpec, TrainConfig
-from ..engine.profiles import train_config
 from ..paper1.anisotropic.experiment import check_lengths, check_rhos, rho_specs
 from ..validate import check_float, check_int
 from .base import ChapterSetup, flat, resolve_common, split
+from .fields import paper1_fields
 
 # Every library name chapter 6's code uses, so that the chapter imports this module alone.
 from .. import figures
@@ -92,16 +92,14 @@ class AnisotropicSetup(ChapterSetup):
         rhos = check_rhos("rhos", rhos, max_len=8)  # models: (8 + 1) x seeds
         seeds = SEEDS[profile] if seeds is None else seeds
         seeds = check_int("seeds", seeds, 1, 24)  # models: (8 + 1) x seeds
-        d = check_int("d", d, 2, 16)  # Monte Carlo chunks: 20,000 x L x d floats
-        L = check_int("L", L, 2, 256)  # training time grows with L
-        sigma2 = check_float("sigma2", sigma2, 0.0, 10.0, lo_open=True)  # ridge > 0
-        steps = None if steps is None else check_int("steps", steps, 1, 500_000)
-        lr = None if lr is None else check_float("lr", lr, 0.0, 0.01, lo_open=True)
+        # d: Monte Carlo chunks of 20,000 x L x d floats; training time grows with L; ridge > 0
+        f = paper1_fields(d, L, sigma2, steps, lr, d_range=(2, 16), L_range=(2, 256), sigma2_positive=True,
+                          lr_max=0.01)
         eval_L = check_lengths("eval_L", eval_L, 2, 640, max_len=12)
         n_test = check_int("n_test", n_test, 100, 200_000)  # per length and rho
         n_mc = check_int("n_mc", n_mc, 100, 1_000_000)  # three Monte Carlo risks
-        return cls(profile, seed, device, rho, rhos, seeds, d, L, sigma2, steps, lr, eval_L, n_test, n_mc,
-                   data=DataConfig(d=d, L=L, sigma2=sigma2, rho=rho), train=train_config(profile, steps=steps, lr=lr))
+        return cls(profile, seed, device, rho, rhos, seeds, *f, eval_L, n_test, n_mc,
+                   data=f.data(rho=rho), train=f.train(profile))
 
     @property
     def sweep_rhos(self) -> list[float]:

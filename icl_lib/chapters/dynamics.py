@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import DataConfig, RunSpec, TrainConfig
-from ..engine.profiles import train_config
 from ..paper1.dynamics.stage_detection import STAGE_HEADS_MAX, check_stage_heads
 from ..paper1.sweeps import heads_sweep_specs
 from ..validate import check_float, check_int
 from .base import ChapterSetup, flat, grouped, resolve_common
+from .fields import paper1_fields
 from .patterns import SWEEP_EXTENSION
 
 # Every library name chapter 3's code uses, so that the chapter imports this module alone.
@@ -106,20 +106,16 @@ class DynamicsSetup(ChapterSetup):
         extra = SWEEP_EXTENSION[profile] if seeds is None else {}
         seeds = SEEDS[profile] if seeds is None else seeds
         seeds = check_int("seeds", seeds, 1, 40)  # training time grows with seeds
-        d = check_int("d", d, 1, 32)
-        L = check_int("L", L, max(2, d), 256)  # L >= d: Figure 19's d/L is at most 1
-        sigma2 = check_float("sigma2", sigma2, 0.0, 10.0)
-        steps = None if steps is None else check_int("steps", steps, 1, 500_000)  # GPU
-        lr = None if lr is None else check_float("lr", lr, 0.0, 0.1, lo_open=True)
+        # L >= d: Figure 19's d/L is at most 1
+        f = paper1_fields(d, L, sigma2, steps, lr, L_range=(2, 256), L_at_least_d=True)
         gd_heads = check_int("gd_heads", gd_heads, 2, STAGE_HEADS_MAX)
         gd_lr = check_float("gd_lr", gd_lr, 0.0, 1.0, lo_open=True)  # may diverge
         gd_steps = check_int("gd_steps", gd_steps, 1, 1_000_000)  # 1e6: 1 min per H
         n_mc = check_int("n_mc", n_mc, 1_000, 1_000_000)  # 1e6: 2 to 20 min
         norm_omega = check_float("norm_omega", norm_omega, 0.0, 10.0, lo_open=True)
         norm_draws = check_int("norm_draws", norm_draws, 100, 20_000)  # 3 to 20 min
-        return cls(profile, seed, device, heads, seeds, d, L, sigma2, steps, lr, gd_heads, gd_lr, gd_steps, n_mc,
-                   norm_omega, norm_draws, data=DataConfig(d=d, L=L, sigma2=sigma2),
-                   train=train_config(profile, steps=steps, lr=lr), extra=extra)
+        return cls(profile, seed, device, heads, seeds, *f, gd_heads, gd_lr, gd_steps, n_mc,
+                   norm_omega, norm_draws, data=f.data(), train=f.train(profile), extra=extra)
 
     @property
     def sweep_heads(self) -> list[int]:

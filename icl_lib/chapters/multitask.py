@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import DataConfig, RunSpec, TrainConfig
-from ..engine.profiles import train_config
 from ..paper1.multitask.references import check_supports, max_bayes_draws, max_test_prompts
 from ..paper1.sweeps import as_heads, heads_sweep_specs
-from ..validate import check_float, check_int, fail, literal_list
+from ..validate import check_int, fail, literal_list
 from .base import ChapterSetup, flat, grouped, resolve_common
+from .fields import paper1_fields
 
 # Every library name chapter 7's code uses, so that the chapter imports this module alone.
 from .. import figures
@@ -89,23 +89,18 @@ class MultitaskSetup(ChapterSetup):
         if max(heads) > 16:  # training time grows with H; the paper has H <= 4
             fail("heads", heads, "head counts in [1, 16]")
         seeds = check_int("seeds", seeds, 1, 32)  # one model per seed and H
-        d = check_int("d", d, 1, 32)  # each head has (d + N)^2 KQ entries
-        L = check_int("L", L, 2, 512)  # time grows with L
-        sigma2 = check_float("sigma2", sigma2, 0.0, 10.0)
+        # each head has (d + N)^2 KQ entries; time grows with L
+        f = paper1_fields(d, L, sigma2, steps, lr, L_range=(2, 512), lr_max=1.0)
+        d, L, sigma2, steps, lr = f
         supports = check_supports(literal_list("supports", supports), d)  # 2-8 tasks
         if sigma2 == 0 and L < max(map(len, supports)):  # Bayes needs X_S^T X_S > 0
             fail("sigma2", sigma2, f"sigma2 > 0 when L={L} < max |S_n|")
-        if steps is not None:  # the paper's 500,000 steps need a GPU
-            steps = check_int("steps", steps, 1, 500_000)
-        if lr is not None:
-            lr = check_float("lr", lr, 0.0, 1.0, lo_open=True)
         n_max = min(200_000, max_test_prompts(heads, seeds, L, d + len(supports)))
         n_test = check_int("n_test", n_test, 2, n_max)  # a few minutes at most
         n_max = min(1_000_000, max_bayes_draws(L, supports))
         n_bayes = check_int("n_bayes", n_bayes, 2, n_max)  # a few minutes at most
         return cls(profile, seed, device, heads, seeds, d, L, sigma2, supports, steps, lr, n_test, n_bayes,
-                   data=DataConfig(d=d, L=L, sigma2=sigma2, supports=supports),
-                   train=train_config(profile, steps=steps, lr=lr))
+                   data=f.data(supports=supports), train=f.train(profile))
 
     def sweep(self) -> dict[int, list[RunSpec]]:
         """``{H: [RunSpec per seed]}``: the head sweep on ``data``

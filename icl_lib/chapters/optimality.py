@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import DataConfig, RunSpec, TrainConfig
-from ..engine.profiles import train_config
 from ..paper1.optimality.experiment import VARIANTS, check_heads, check_lengths, check_omegas, variant_specs
 from ..paper1.optimality.proportional import proportional_specs
 from ..paper1.sweeps import heads_sweep_specs
 from ..validate import check_float, check_float_list, check_int
 from .base import ChapterSetup, flat, grouped, resolve_common, split
+from .fields import paper1_fields
 from .patterns import SWEEP_EXTENSION
 
 # Every library name chapter 5's code uses, so that the chapter imports this module alone.
@@ -32,7 +32,7 @@ from ..paper1.optimality.experiment import (
     learned_rate,
     linearised,
     median_abs_omega,
-    pattern_counts,
+    posneg_counts,
     posneg_runs,
 )
 from ..paper1.optimality.lengths import (
@@ -59,7 +59,7 @@ from ..paper1.optimality.proportional import (
 )
 from ..paper1.optimality.risks import closed_form_checks, off_diagonal_mass, reference_curves
 from ..paper1.optimality.single_head import single_head_vs_kernels
-from ..paper1.sweeps import prompt_set, prompt_statistics
+from ..paper1.sweeps import median_debiasing
 from ..seeding import derive_seed
 
 __all__ = [
@@ -69,8 +69,8 @@ __all__ = [
     "gap_estimate", "gap_values", "group_errors", "kept_variants", "labelled", "LABELS", "learned_rate",
     "length_curves", "length_estimates", "length_table", "linear_estimates", "linear_vs_softmax",
     "linearisation_curves", "linearised", "median_abs_omega", "median_curves", "off_diagonal_mass",
-    "pattern_counts", "pattern_estimate", "posneg_index", "posneg_runs", "prediction_gap_curves", "prompt_set",
-    "prompt_statistics", "proportional_estimate", "proportional_table", "rate_spread_estimate", "ratio_limits",
+    "posneg_counts", "pattern_estimate", "posneg_index", "posneg_runs", "prediction_gap_curves", 
+    "median_debiasing", "proportional_estimate", "proportional_table", "rate_spread_estimate", "ratio_limits",
     "ratio_values", "reference_curves", "reference_lines", "single_head_vs_kernels", "stack_models", "stats",
     "sup_ratio_limit", "train", "train_groups", "trained_linearisation_points", "trained_order_estimate",
     "variant_errors",
@@ -134,12 +134,10 @@ class OptimalitySetup(ChapterSetup):
         extra = SWEEP_EXTENSION[profile] if seeds is None else {}
         seeds = SEEDS[profile]["sweep"] if seeds is None else seeds
         seeds = check_int("seeds", seeds, 1, 36)  # training time ~ seeds sum(heads)
-        d = check_int("d", d, 1, 16)  # time ~ (d + 1)^2; kernel search holds n L d
-        L = check_int("L", L, 2, 200)  # debiased GD needs L >= 2
-        sigma2 = check_float("sigma2", sigma2, 0.0, 10.0, lo_open=True)  # Bayes: > 0
-        # steps: at most the paper's 500,000 (hours on a CPU); lr: Adam's step size
-        steps = steps if steps is None else check_int("steps", steps, 1, 500_000)
-        lr = lr if lr is None else check_float("lr", lr, 0.0, 0.1, lo_open=True)
+        # d: time ~ (d + 1)^2, the kernel search holds n L d; debiased GD needs L >= 2;
+        # the Bayes reference needs sigma2 > 0
+        f = paper1_fields(d, L, sigma2, steps, lr, d_range=(1, 16), L_range=(2, 200), sigma2_positive=True)
+        d, L, sigma2 = f.d, f.L, f.sigma2
         variant_seeds = SEEDS[profile]["variants"] if variant_seeds is None else variant_seeds
         variant_seeds = check_int("variant_seeds", variant_seeds, 1, 16)
         sphere_seeds = SEEDS[profile]["sphere"] if sphere_seeds is None else sphere_seeds
@@ -158,11 +156,10 @@ class OptimalitySetup(ChapterSetup):
         ratio_d = check_int("ratio_d", ratio_d, 2, 256)  # designs (ratio_d / xi, d)
         ratio_xis = check_float_list("ratio_xis", ratio_xis, 1 / 64, 64.0)
         ratio_sigma2s = check_float_list("ratio_sigma2s", ratio_sigma2s, 0.0, 10.0, lo_open=True)
-        return cls(profile, seed, device, heads, seeds, d, L, sigma2, steps, lr, variant_seeds, sphere_seeds, Ls,
+        return cls(profile, seed, device, heads, seeds, *f, variant_seeds, sphere_seeds, Ls,
                    n_test, n_sets,
                    lin_omegas, lin_fit_max, lin_ratio, prop_d, prop_xis, prop_seeds, ratio_d, ratio_xis,
-                   ratio_sigma2s, data=DataConfig(d=d, L=L, sigma2=sigma2),
-                   train=train_config(profile, steps=steps, lr=lr), extra=extra,
+                   ratio_sigma2s, data=f.data(), train=f.train(profile), extra=extra,
                    prop_extra={xi: n for xi, n in prop_extra.items() if xi in prop_xis})
 
     def sweep(self) -> dict[int, list[RunSpec]]:

@@ -9,25 +9,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import DataConfig, RunSpec, TrainConfig
-from ..engine.profiles import train_config
 from ..paper1.sensitivity import FIRST_SEED as SENSITIVITY_SEED, sensitivity_specs
 from ..paper1.sweeps import as_heads, heads_sweep_specs
-from ..paper1.trap import anchor_specs
-from ..validate import check_float, check_int, fail
+from ..paper1.phase_diagram.trap import anchor_specs
+from ..validate import check_int, fail
 from .base import ChapterSetup, flat, grouped, resolve_common
+from .fields import paper1_fields
 
 # Every library name chapter 2's code uses, so that the chapter imports this module alone.
 from .. import estimators as est, figures, stats
 from ..chapter import changed_parameters
 from ..claims import Claims
 from ..engine import describe_sources, stack_models, train_groups
-from ..paper1 import sensitivity as sens, sweeps, trap
+from ..paper1 import sensitivity as sens, sweeps
 from ..seeding import derive_seed
 from ..stats import median_ci, proportion_ci
 
 __all__ = [
     "SEEDS", "SWEEP_EXTENSION", "PatternsSetup", "changed_parameters", "Claims", "derive_seed", "describe_sources", "est", "figures",
-    "median_ci", "proportion_ci", "sens", "stack_models", "stats", "sweeps", "train_groups", "trap",
+    "median_ci", "proportion_ci", "sens", "stack_models", "stats", "sweeps", "train_groups",
 ]
 
 # seeds per head count of the sweep and per other optimiser setting, by profile (the paper profile's
@@ -68,29 +68,21 @@ class PatternsSetup(ChapterSetup):
                         sens_seeds) -> "PatternsSetup":
         """Validate chapter 2's parameters (a bad one raises ``ValueError`` naming it), resolve the
         profile on the device and the profile's seeds (``seeds``, ``sens_seeds``: ``None``)."""
-        profile, seed, device = resolve_common(profile, seed, device, span=160)
+        # span: the sweep's seeds and the other settings' (2000 + seed, ...) stay within SEED_MAX
+        profile, seed, device = resolve_common(profile, seed, device, span=2048)
         heads = as_heads(heads, hi=8)  # one head count or a list of them
         extra = SWEEP_EXTENSION[profile] if seeds is None else {}
         seeds = SEEDS[profile]["sweep"] if seeds is None else seeds
         seeds = check_int("seeds", seeds, 1, 160 // len(heads))  # <= 160 models
-        d = check_int("d", d, 1, 16)
-        L = check_int("L", L, 1, 128)
-        sigma2 = check_float("sigma2", sigma2, 0.0, 10.0)
-        if sigma2 == 0 and L < d:  # the Bayes reference (ridge) needs X^T X invertible
-            fail("sigma2", sigma2, f"sigma2 > 0 when L < d (here L={L}, d={d})")
-        if steps is not None:
-            steps = check_int("steps", steps, 1, 500_000)
-        if lr is not None:
-            lr = check_float("lr", lr, 0.0, 0.1, lo_open=True)
+        f = paper1_fields(d, L, sigma2, steps, lr, d_range=(1, 16), L_range=(1, 128), full_rank=True)
         n_test = check_int("n_test", n_test, 100, 100_000)
         sens_heads = check_int("sens_heads", sens_heads, 0, 8)
         if sens_heads == 1:
             fail("sens_heads", sens_heads, "0 (no runs) or 2 to 8 heads")
         sens_seeds = SEEDS[profile]["settings"] if sens_seeds is None else sens_seeds
         sens_seeds = check_int("sens_seeds", sens_seeds, 1, 48)
-        return cls(profile, seed, device, heads, seeds, d, L, sigma2, steps, lr, n_test, sens_heads, sens_seeds,
-                   data=DataConfig(d=d, L=L, sigma2=sigma2), train=train_config(profile, steps=steps, lr=lr),
-                   extra=extra)
+        return cls(profile, seed, device, heads, seeds, *f, n_test, sens_heads, sens_seeds,
+                   data=f.data(), train=f.train(profile), extra=extra)
 
     @property
     def paper_setting(self) -> bool:
@@ -105,17 +97,22 @@ class PatternsSetup(ChapterSetup):
 
     def settings(self) -> dict[str, list[RunSpec]]:
         """``{setting: [RunSpec per seed]}``: the other optimiser settings
-        (:func:`~icl_lib.paper1.sensitivity.sensitivity_specs`; none when ``sens_heads`` is 0)."""
+        (:func:`~icl_lib.paper1.sensitivity.sensitivity_specs`; none when ``sens_heads`` is 0), run
+        seeds from the sensitivity range's start plus :attr:`seed`
+        (:data:`~icl_lib.paper1.seed_ranges.SEED_RANGES`)."""
         if not self.sens_heads:
             return {}
-        return sensitivity_specs(self.sens_heads, self.sens_seeds, SENSITIVITY_SEED, self.data, self.train)
+        return sensitivity_specs(self.sens_heads, self.sens_seeds, SENSITIVITY_SEED + self.seed, self.data,
+                                 self.train)
 
-    def anchors(self) -> list[RunSpec]:
-        """Chapter 9's anchor runs of the head counts of :attr:`heads` its sweep has
-        (:func:`~icl_lib.paper1.trap.anchor_specs`), at :attr:`paper_setting` only."""
-        return anchor_specs(self.heads, self.profile) if self.paper_setting else []
+    def anchors(self) -> dict[int, list[RunSpec]]:
+        """``{H: [RunSpec per seed]}``: chapter 9's anchor runs of the head counts of :attr:`heads`
+        its sweep has (:func:`~icl_lib.paper1.phase_diagram.trap.anchor_specs`), at :attr:`paper_setting` only;
+        the chapter trains them with its execution, as it trains its own."""
+        specs = anchor_specs(self.heads, self.profile) if self.paper_setting else []
+        return grouped(specs, lambda s: s.model.heads)
 
     def runs(self) -> dict[str, list[RunSpec]]:
         """``{"sweep": ..., "settings": ..., "anchors": ...}`` (the last two when there are any)."""
-        groups = {"sweep": flat(self.sweep()), "settings": flat(self.settings()), "anchors": self.anchors()}
+        groups = {"sweep": flat(self.sweep()), "settings": flat(self.settings()), "anchors": flat(self.anchors())}
         return {k: v for k, v in groups.items() if v or k == "sweep"}

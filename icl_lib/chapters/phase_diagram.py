@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from ..chapter import renamed
 from ..config import RunSpec, TrainConfig
-from ..paper1.phase import PhaseGrid, grid_specs, profile_grid
-from ..paper1.trap_causes import CauseDesign, cause_design
-from ..paper1.trap import TrapSweep, continued_specs, horizon_config, longer_specs, trap_specs, trap_sweep
+from ..paper1.phase_diagram.grid import PhaseGrid, grid_specs, profile_grid
+from ..paper1.phase_diagram.causes import CauseDesign, cause_design
+from ..paper1.phase_diagram.trap import TrapSweep, continued_specs, horizon_config, longer_specs, trap_specs, trap_sweep
 from ..validate import check_float, check_int, fail
 from .base import ChapterSetup, resolve_common
 
@@ -23,23 +23,23 @@ from ..chapter import changed_parameters
 from ..claims import Claims
 from ..config import DataConfig
 from ..engine import describe_sources, train, train_config, train_groups
-from ..paper1 import phase, trap, trap_dynamics as td
+from ..paper1.phase_diagram import grid, mechanism, trap
 from ..paper1.approx_loss import ApproxLossConfig
 from ..paper1.dynamics.approx_descent import approx_gd, ApproxGDConfig
-from ..paper1.phase_outcomes import (
+from ..paper1.phase_diagram.outcomes import (
     attach_losses,
     cell_table,
     MIN_CELL_RUNS,
-    model_table,
-    outcome_table,
+    grid_models,
+    outcome_counts,
     paper_scope,
-    rate_table,
+    rate_estimates,
     time_panels,
     time_scaling,
     worst_cell,
     worst_cell_where,
 )
-from ..paper1.trap_outcomes import (
+from ..paper1.phase_diagram.attribution import (
     AXIS_CLAIMS,
     axis_law,
     AXIS_UNITS,
@@ -49,16 +49,16 @@ from ..paper1.trap_outcomes import (
     switch_effects,
     trap_axes,
 )
-from ..paper1.trap_stationarity import stationarity_study
+from ..paper1.phase_diagram.stationarity import stationarity_study
 from ..seeding import derive_seed
 from ..stats import fraction_diff, proportion_ci
 
 __all__ = [
     "PhaseDiagramSetup", "approx_gd", "ApproxGDConfig", "ApproxLossConfig", "attach_losses", "AXIS_CLAIMS",
     "axis_law", "AXIS_UNITS", "cell_table", "changed_parameters", "Claims", "DataConfig", "derive_seed",
-    "describe_sources", "figures", "fraction_diff", "init_ceiling", "MIN_CELL_RUNS", "model_table",
-    "outcome_matrix", "outcome_table", "phase", "predictor_vs_ceiling", "proportion_ci", "rate_table",
-    "stationarity_study", "stats", "switch_effects", "td", "time_panels", "time_scaling", "train", "train_config",
+    "describe_sources", "figures", "fraction_diff", "init_ceiling", "MIN_CELL_RUNS", "grid_models",
+    "outcome_matrix", "outcome_counts", "grid", "predictor_vs_ceiling", "proportion_ci", "rate_estimates",
+    "stationarity_study", "stats", "switch_effects", "mechanism", "time_panels", "time_scaling", "train", "train_config",
     "train_groups", "trap", "trap_axes", "worst_cell", "worst_cell_where", "paper_scope",
 ]
 
@@ -124,12 +124,12 @@ class PhaseDiagramSetup(ChapterSetup):
 
     def runs(self) -> dict[str, list[RunSpec]]:
         """``{"sweep": ..., "grid": ..., "causes: base": ..., "causes: <switch>": ...}``: the trap sweep's runs
-        (:func:`~icl_lib.paper1.trap.trap_specs` of ``sweep.plan()``), then the grid slice's
-        (:func:`~icl_lib.paper1.phase.grid_specs` of :attr:`grid_plan`), the longer runs of four corner
-        cells (:func:`~icl_lib.paper1.trap.longer_specs`) and of the two-head anchor cell
-        (:func:`~icl_lib.paper1.trap.continued_specs`); the chapter trains each
-        plan with :func:`~icl_lib.paper1.phase.train_grid` (seed ``seed``, :attr:`horizon`), then the
-        runs of :attr:`causes` (:meth:`~icl_lib.paper1.trap_causes.CauseDesign.runs`)."""
+        (:func:`~icl_lib.paper1.phase_diagram.trap.trap_specs` of ``sweep.plan()``), then the grid slice's
+        (:func:`~icl_lib.paper1.phase_diagram.grid.grid_specs` of :attr:`grid_plan`), the longer runs of four corner
+        cells (:func:`~icl_lib.paper1.phase_diagram.trap.longer_specs`) and of the two-head anchor cell
+        (:func:`~icl_lib.paper1.phase_diagram.trap.continued_specs`); the chapter trains each
+        plan with :func:`~icl_lib.paper1.phase_diagram.grid.train_grid` (seed ``seed``, :attr:`horizon`), then the
+        runs of :attr:`causes` (:meth:`~icl_lib.paper1.phase_diagram.causes.CauseDesign.runs`)."""
         return {"sweep": trap_specs(self.sweep, self.profile, self.seed, self.steps),
                 "grid": grid_specs(self.grid_plan, self.seed, self.horizon),
                 "longer": longer_specs(self.profile, self.seed, self.steps),

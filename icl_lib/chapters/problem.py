@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
-from ..engine.profiles import train_config
 from ..estimators import max_sequences_at_once
-from ..validate import check_float, check_int, fail
+from ..validate import check_int
 from .base import ChapterSetup, resolve_common
+from .fields import paper1_fields
 
 # Every library name chapter 1's code uses, so that the chapter imports this module alone.
 from .. import estimators as est, figures, seeding, stats
@@ -54,18 +54,13 @@ class ProblemSetup(ChapterSetup):
         """Validate chapter 1's parameters (a bad one raises ``ValueError`` naming it) and resolve
         the profile on the device."""
         profile, seed, device = resolve_common(profile, seed, device)
-        d = check_int("d", d, 1, 32)
-        L = check_int("L", L, 1, 256)
-        sigma2 = check_float("sigma2", sigma2, 0.0, 10.0)
-        if sigma2 == 0 and L < d:  # the Bayes reference (ridge) needs X^T X invertible
-            fail("sigma2", sigma2, f"sigma2 > 0 when L < d (here L={L}, d={d})")
+        f = paper1_fields(d, L, sigma2, steps, full_rank=True)
+        d, L, sigma2, steps = f.d, f.L, f.sigma2, f.steps
         heads = check_int("heads", heads, 1, 16)
-        if steps is not None:
-            steps = check_int("steps", steps, 1, 500_000)
         n_mc_max = min(1_000_000, max_sequences_at_once(d, L))  # 800 MB at once
         n_mc = check_int("n_mc", n_mc, 100, n_mc_max)
         return cls(profile, seed, device, d, L, sigma2, heads, steps, n_mc,
-                   data=DataConfig(d=d, L=L, sigma2=sigma2), train=train_config(profile, steps=steps))
+                   data=f.data(), train=f.train(profile))
 
     @property
     def spec(self) -> RunSpec:

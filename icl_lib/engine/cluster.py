@@ -55,7 +55,7 @@ def train_on_dask(
     specs: Sequence[RunSpec],
     scheduler: str | None = None,
     workers: int = 2,
-    device: str = "auto",
+    device: str | None = None,
     max_ensemble: int = 64,
     retries: int = 2,
     progress: Callable[[int], None] | None = None,
@@ -86,6 +86,8 @@ def train_on_dask(
 
     specs = list(specs)
     workers = check_int("workers", workers, 1, 1024)
+    if device is None:
+        raise ValueError("device=None is invalid: accepted 'cpu', 'cuda' or 'auto' (named by the caller)")
     ex = Execution.resolve(device, draw_ahead, graph, compile, backend, here=False)
     store = RunCache()
     found: dict[str, Run] = {}

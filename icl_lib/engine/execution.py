@@ -154,10 +154,11 @@ class Execution:
 
     @classmethod
     def resolve(
-        cls, device="auto", draw_ahead: int | str = "auto", graph: bool | None = False, compile: bool | str = "auto",
+        cls, device, draw_ahead: int | str = "auto", graph: bool | None = False, compile: bool | str = "auto",
         backend: str = "auto", here: bool = True,
     ) -> "Execution":
-        """Resolve ``"auto"`` choices for this machine and check the rest.
+        """Resolve ``"auto"`` choices for this machine and check the rest (``device``: ``"cpu"``,
+        ``"cuda"`` or ``"auto"``, always named by the caller).
 
         ``graph=None`` reads the environment variable ``ICL_CUDA_GRAPH`` (``1``: on, CUDA only).
         ``here=False`` resolves it for workers elsewhere (a Dask cluster's:

@@ -35,15 +35,19 @@ SETTINGS: dict[str, dict[str, dict]] = {
 }
 
 
-def resolve_profile(profile: str = "auto", device: str = "auto") -> str:
-    """``quick`` or ``paper`` for the requested profile (``auto`` looks at ``ICL_PROFILE``, then the device)."""
+def resolve_profile(profile: str, device: str) -> str:
+    """``quick`` or ``paper`` for the requested profile (``auto`` looks at ``ICL_PROFILE``, then the
+    device).  ``device``: the device the work runs on, resolved already (``"cpu"`` or ``"cuda"``, a
+    chapter setup's, used as it is) or ``"auto"`` (this machine's, resolved here)."""
     check_choice("profile", profile, PROFILES)
     if profile != "auto":
         return profile
     env = os.environ.get("ICL_PROFILE")
     if env:
         return check_choice("ICL_PROFILE", env, PROFILES[1:])
-    return "paper" if resolve_device(device).type == "cuda" else "quick"
+    if device not in ("cpu", "cuda"):
+        device = resolve_device(device).type
+    return "paper" if device == "cuda" else "quick"
 
 
 def profile_settings(experiment: str, profile: str) -> dict:

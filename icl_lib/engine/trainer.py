@@ -73,7 +73,8 @@ class EnsembleTrainer:
     """Train R shape-compatible runs as one batched program (paper 1's setup; chapters 1-7).
 
     ``execution``: where and how (:class:`~icl_lib.engine.execution.Execution`); when it is not
-    given, it is resolved from ``device``, ``draw_ahead``, ``graph`` and ``compile``.
+    given, it is resolved from ``device`` (then named: ``"cpu"``, ``"cuda"`` or ``"auto"``),
+    ``draw_ahead``, ``graph`` and ``compile``.
     ``checkpoint``: a file written atomically every ``checkpoint_every`` seconds, on Ctrl-C and
     when stopped early, and resumed from when it exists.  ``shards``: CPU threads each training a
     slice of the ensemble (default: one per thread).  ``progress``: ``True`` shows this ensemble's
@@ -84,7 +85,7 @@ class EnsembleTrainer:
     def __init__(
         self,
         specs: Sequence[RunSpec],
-        device="auto",
+        device: str | None = None,
         checkpoint: str | os.PathLike | None = None,
         checkpoint_every: float = 60.0,
         progress=True,
@@ -106,6 +107,9 @@ class EnsembleTrainer:
                     "attention kind and TrainConfig (use icl_lib.train, which groups runs)"
                 )
         self.specs = specs
+        if execution is None and device is None:
+            raise ValueError("device=None is invalid without an execution: accepted 'cpu', 'cuda' or 'auto', "
+                             "or execution=an Execution")
         ex = execution if execution is not None else Execution.resolve(device, draw_ahead, graph, compile, backend)
         self.execution, self.device, self.draw = ex, ex.device, ex.draw_ahead
         if self.draw > 1 and shards not in (None, 1):

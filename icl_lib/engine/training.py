@@ -94,9 +94,25 @@ def _log_requests(keys: Sequence[str], specs: Sequence[RunSpec]) -> None:
             fh.write(json.dumps({"key": key, "spec": s.to_dict()}, sort_keys=True) + "\n")
 
 
+def _execution(device, execution, graph, backend) -> Execution:
+    """The :class:`Execution` of :func:`train`: ``execution`` as it is, or resolved from ``device``
+    (exactly one of them; neither is chosen for the caller)."""
+    if execution is None:
+        if device is None:
+            raise ValueError("device=None is invalid without an execution: accepted 'cpu', 'cuda' or 'auto', "
+                             "or execution=an Execution (a chapter setup's)")
+        return Execution.resolve(device, "auto", graph, backend=backend)
+    if not isinstance(execution, Execution):
+        raise ValueError(f"execution={execution!r} is invalid: accepted an Execution (Execution.resolve)")
+    if (device, graph, backend) != (None, None, "auto"):
+        raise ValueError(f"device={device!r}, graph={graph!r}, backend={backend!r} are invalid with an execution: "
+                         "accepted their defaults (the execution holds them)")
+    return execution
+
+
 def train(
     specs: Sequence[RunSpec],
-    device="auto",
+    device: str | None = None,
     cache: bool = True,
     progress=True,
     max_ensemble: int = 64,
@@ -120,9 +136,11 @@ def train(
     with the runs of each ensemble as soon as it has trained (from its worker thread).  ``graph``
     captures each step as a CUDA graph (GPU only; ``None``: when the environment variable
     ``ICL_CUDA_GRAPH`` is ``1``).  ``backend``: how a CPU computes a step, ``"fused"`` or
-    ``"eager"`` (``"auto"``: :func:`~icl_lib.engine.execution.resolve_backend`).  ``execution``: an
-    :class:`~icl_lib.engine.execution.Execution` resolved already (a chapter setup's), used as it is
-    instead of ``device``, ``graph`` and ``backend``, which must then keep their defaults.
+    ``"eager"`` (``"auto"``: :func:`~icl_lib.engine.execution.resolve_backend`).  Where the runs train is
+    always named: ``execution``, an :class:`~icl_lib.engine.execution.Execution` resolved already
+    (a chapter setup's), used as it is (``device``, ``graph`` and ``backend`` then keep their
+    defaults), or ``device`` (``"cpu"``, ``"cuda"`` or ``"auto"``, resolved here with ``graph``
+    and ``backend``).
     ``progress``: ``True`` shows a bar per ensemble, a callable is called with the number of models
     after every step.
 
@@ -142,15 +160,7 @@ def train(
         if not isinstance(s, RunSpec):
             raise ValueError(f"specs[{k}]={s!r} is invalid: accepted a RunSpec")
     max_ensemble = check_int("max_ensemble", max_ensemble, 1)
-    if execution is None:
-        ex = Execution.resolve(device, "auto", graph, backend=backend)
-    elif not isinstance(execution, Execution):
-        raise ValueError(f"execution={execution!r} is invalid: accepted an Execution (Execution.resolve)")
-    elif (device, graph, backend) != ("auto", None, "auto"):
-        raise ValueError(f"device={device!r}, graph={graph!r}, backend={backend!r} are invalid with an execution: "
-                         "accepted their defaults (the execution holds them)")
-    else:
-        ex = execution
+    ex = _execution(device, execution, graph, backend)
     keys = [ex.run_key(s) for s in specs]
     _log_requests(keys, specs)
     run_cache = RunCache() if cache else None
@@ -222,10 +232,11 @@ def train(
     return [found[key] for key in keys]
 
 
-def train_groups(groups: Mapping[K, Sequence[RunSpec]], device="auto", **options) -> dict[K, list[Run]]:
+def train_groups(groups: Mapping[K, Sequence[RunSpec]], device: str | None = None, **options) -> dict[K, list[Run]]:
     """Train (or load) the runs of ``{key: [RunSpec, ...]}`` (a chapter setup's declaration, e.g.
     ``{H: runs}`` of a head sweep) in one :func:`train` call, group after group; returns
-    ``{key: [Run, ...]}`` in the same order.  ``options``: those of :func:`train`."""
+    ``{key: [Run, ...]}`` in the same order.  ``device`` and ``options``: those of :func:`train`
+    (a chapter passes its setup's ``execution``)."""
     groups = {k: list(v) for k, v in groups.items()}
     runs = iter(train([s for group in groups.values() for s in group], device=device, **options))
     return {k: [next(runs) for _ in group] for k, group in groups.items()}

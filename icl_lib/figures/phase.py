@@ -1,4 +1,4 @@
-"""The grid of chapter 9: where each solution emerges (tables of :mod:`icl_lib.paper1.phase`).
+"""The grid of chapter 9: where each solution emerges (tables of :mod:`icl_lib.paper1.phase_diagram.grid`).
 
 * :func:`phase_maps`      -- outcome fractions as heatmaps over two axes, one panel per value of a
   third, one row per outcome, each cell annotated with its count of seeds;
@@ -17,8 +17,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..paper1.phase import AXES
-from ..paper1.phase_outcomes import OUTCOMES
+from ..paper1.phase_diagram.grid import AXES
+from ..paper1.phase_diagram.outcomes import OUTCOMES
 from ..validate import check_choice, fail
 from .strips import PATTERN_COLORS
 
@@ -46,7 +46,7 @@ def phase_maps(cells: pd.DataFrame, x: str, y: str, panel: str, outcomes: Sequen
                fixed: Mapping[str, float] | None = None, min_cells: int = 1, fig=None):
     """Heatmaps of the fraction of seeds in each of ``outcomes`` (one row of panels per outcome)
     over axes ``x`` and ``y``, one column of panels per value of ``panel``, from
-    :func:`~icl_lib.paper1.phase_outcomes.cell_table`'s ``cells`` restricted to the rows whose other axes
+    :func:`~icl_lib.paper1.phase_diagram.outcomes.cell_table`'s ``cells`` restricted to the rows whose other axes
     equal ``fixed``.  Each cell shows ``k/n`` seeds; a cell not in the grid is blank, an outcome
     impossible at its head count shows "-".  Panels with fewer than ``min_cells`` cells are left
     out (all of them if none has as many).  Returns the figure."""
@@ -101,9 +101,9 @@ def phase_maps(cells: pd.DataFrame, x: str, y: str, panel: str, outcomes: Sequen
 
 def eta_scatter(models: pd.DataFrame, cells: pd.DataFrame, ax=None):
     """The learned rate ``eta`` of every run (dots coloured by outcome, columns ``eta*``, ``eta``,
-    ``outcome`` of :func:`~icl_lib.paper1.phase_outcomes.model_table`) against Theorem 4.2 (ii)'s
+    ``outcome`` of :func:`~icl_lib.paper1.phase_diagram.outcomes.grid_models`) against Theorem 4.2 (ii)'s
     ``eta*`` of its cell, the per-cell median of the positive/negative runs with its interval
-    (black, from the ``eta/eta*-1`` estimates of :func:`~icl_lib.paper1.phase_outcomes.cell_table`) and the
+    (black, from the ``eta/eta*-1`` estimates of :func:`~icl_lib.paper1.phase_diagram.outcomes.cell_table`) and the
     identity ``eta = eta*``.  Returns the axes."""
     if ax is None:
         _, ax = plt.subplots(figsize=(5.6, 4.6))
@@ -133,11 +133,11 @@ def eta_scatter(models: pd.DataFrame, cells: pd.DataFrame, ax=None):
 
 def time_to_pattern(models: Mapping[str, pd.DataFrame], fits: Mapping[str, dict], budget: int, fig=None):
     """Time to the pattern against one axis per panel, log-log: ``models`` maps a panel's x column
-    (``"d"``, ``"L"``, ...) to the runs along it (rows of :func:`~icl_lib.paper1.phase_outcomes.model_table`);
+    (``"d"``, ``"L"``, ...) to the runs along it (rows of :func:`~icl_lib.paper1.phase_diagram.outcomes.grid_models`);
     every run that reached the pattern is a dot, one that did not is a triangle at the ``budget``;
     the per-value median over all runs (censored ones included) with the ends of its
     order-statistic interval that the seeds bound; and the power law of ``fits[axis]``
-    (:func:`~icl_lib.paper1.phase_outcomes.time_scaling`), labelled with its slope and interval.
+    (:func:`~icl_lib.paper1.phase_diagram.outcomes.time_scaling`), labelled with its slope and interval.
     Returns the figure."""
     from ..stats import censored_median_ci
 

@@ -1,5 +1,5 @@
-"""The single-sign trap of chapter 9 (tables of :mod:`icl_lib.paper1.trap` and
-:mod:`icl_lib.paper1.trap_dynamics`).
+"""The single-sign trap of chapter 9 (tables of :mod:`icl_lib.paper1.phase_diagram.trap` and
+:mod:`icl_lib.paper1.phase_diagram.mechanism`).
 
 * :func:`trap_rates`    -- the fraction of seeds in the pattern against the initial scale, one line
   per head count and rate, with exact 95 % intervals and the paper's 0.9;
@@ -29,7 +29,7 @@ EDGE = 30  # the step at which settled_plot draws runs never in the pattern
 
 
 def trap_rates(table: pd.DataFrame, threshold: float = 0.9, ax=None):
-    """``table`` (:func:`~icl_lib.paper1.trap.rate_table`): the pattern's fraction against the
+    """``table`` (:func:`~icl_lib.paper1.phase_diagram.trap.pattern_rates`): the pattern's fraction against the
     initial scale (log axis), one line per ``(H, lr)``, exact 95 % intervals as error bars."""
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 3.6))
@@ -123,7 +123,7 @@ def trap_shares(p: Sequence[float], draws: int, ax=None):
 
 
 def trap_laws(laws: Mapping[str, dict], units: Mapping[str, str], fig=None):
-    """One panel per axis of chapter 9's grid (:func:`~icl_lib.paper1.trap_outcomes.axis_law`):
+    """One panel per axis of chapter 9's grid (:func:`~icl_lib.paper1.phase_diagram.attribution.axis_law`):
     each cell's trap rate with its exact 95 % interval, and the fitted logistic law."""
     n = len(laws)
     if fig is None:

@@ -18,7 +18,8 @@ SGD or Adam is applied) due to the 'river valley' loss landscape" (§4.2).  Chap
   instead of 256, and plain SGD instead of Adam.  SGD's rate, 0.03, was chosen from a pilot of
   20,000 steps on two three-head seeds (900, 901, not used here) at 0.003, 0.01, 0.03 and 0.1: the
   rates that left the single head's loss within the first 10,000 steps were 0.01 to 0.1, and 0.03
-  is their middle.  The runs use fresh seeds (:data:`FIRST_SEED`).
+  is their middle.  The runs use fresh seeds (:data:`FIRST_SEED`, from
+  :data:`~icl_lib.paper1.seed_ranges.SEED_RANGES`; the pilot's seeds are there too).
 """
 
 from __future__ import annotations
@@ -31,15 +32,16 @@ import pandas as pd
 
 from ..circuits import PatternSummary
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
-from ..engine import Run, train
+from ..engine import Run
+from .seed_ranges import first_seed
 from ..stats import LEVEL, Estimate, median_ci, proportion_ci
 from ..validate import check_choice, check_int
 
-__all__ = ["ALTERNATIVES", "FIRST_SEED", "SGD_LR", "alternative_configs", "sensitivity_specs", "train_sensitivity",
+__all__ = ["ALTERNATIVES", "FIRST_SEED", "SGD_LR", "alternative_configs", "sensitivity_specs",
            "group_scales", "model_scales", "dummy_fraction", "end_states", "end_state_table"]
 
 SGD_LR = 0.03  # plain SGD's rate (see the module's docstring)
-FIRST_SEED = 2000  # the sensitivity runs' first seed: fresh (chapter 2 uses seeds below 100, chapter 9 from 1000)
+FIRST_SEED = first_seed("sensitivity")  # fresh seeds (:data:`~icl_lib.paper1.seed_ranges.SEED_RANGES`)
 # one factor at a time, against the profile's training: name -> what changes
 ALTERNATIVES = {
     "lr x3": "Adam at three times the profile's learning rate",
@@ -66,16 +68,6 @@ def sensitivity_specs(heads: int, seeds: int, seed: int, data: DataConfig, base:
     seed = check_int("seed", seed, 0)
     return {name: [RunSpec(data=data, model=ModelConfig(heads=heads), train=cfg, seed=seed + k) for k in range(seeds)]
             for name, cfg in alternative_configs(base).items()}
-
-
-def train_sensitivity(heads: int, seeds: int, seed: int, data: DataConfig, base: TrainConfig,
-                      device: str = "auto") -> dict[str, list[Run]]:
-    """Train (or find in the run cache and store) every run of :func:`sensitivity_specs`, in one
-    call of the engine.  Chapter 2."""
-    specs = sensitivity_specs(heads, seeds, seed, data, base)
-    flat = [s for group in specs.values() for s in group]
-    runs = iter(train(flat, device=device))
-    return {name: [next(runs) for _ in group] for name, group in specs.items()}
 
 
 def _live(p: PatternSummary) -> list[int]:

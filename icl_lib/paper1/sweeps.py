@@ -1,9 +1,10 @@
 """Experiments shared between chapters, defined once so that their runs share the run cache.
 
-:func:`heads_sweep` trains models with H heads for every H in ``heads`` and ``seeds`` seeds each,
-as one ensemble (paper 1, Section 3: H = 1, 2, 3, 4).  Chapter 2 (patterns), chapter 3 (their
-dynamics) and chapter 5 (what the trained models compute) call it with the same defaults and so
-reuse each other's trained models.
+:func:`heads_sweep_specs` lists the runs of models with H heads for every H in ``heads`` and
+``seeds`` seeds each (paper 1, Section 3: H = 1, 2, 3, 4), which a chapter's setup declares and
+trains with its execution as one call of the engine.  Chapter 2 (patterns), chapter 3 (their
+dynamics) and chapter 5 (what the trained models compute) declare it with the same defaults and
+so reuse each other's trained models.
 
 Chapter 2's read-outs of a sweep ``{H: [runs]}`` are here too: :func:`sweep_patterns` (the
 pattern metrics of :func:`~icl_lib.circuits.summarize_pattern` for every run), :func:`head_table`
@@ -37,15 +38,15 @@ from ..circuits import PatternSummary, omega_of, pattern_history
 from ..definitions import value as definition
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
 from ..data import sample_chunks
-from ..engine import Run, train
-from ..estimators import paired_ratio
-from ..stats import LEVEL, Estimate, median_ci
+from ..engine import Run
+from ..engine.run import stack_models
+from ..estimators import optimal_eta_debiased, paired_ratio
+from ..stats import LEVEL, Estimate, median_ci, median_of
 from ..validate import check_int, fail, literal_list
 
 __all__ = [
     "as_heads",
     "heads_sweep_specs",
-    "heads_sweep",
     "sweep_patterns",
     "head_table",
     "model_table",
@@ -58,7 +59,7 @@ __all__ = [
     "PromptSet",
     "prompt_set",
     "debiasing_fraction",
-    "prompt_statistics",
+    "prompt_statistics", "median_debiasing",
     "estimates_by_H",
     "add_estimates",
 ]
@@ -92,24 +93,6 @@ def heads_sweep_specs(
         for H in as_heads(heads)
         for k in range(seeds + extra.get(H, 0))
     ]
-
-
-def heads_sweep(
-    heads: int | Sequence[int],
-    seeds: int,
-    seed: int,
-    data: DataConfig,
-    train_cfg: TrainConfig,
-    device: str = "auto",
-    **model_kw,
-) -> dict[int, list[Run]]:
-    """Train (or load) the sweep; returns ``{H: [runs for seeds seed, seed+1, ...]}``."""
-    specs = heads_sweep_specs(heads, seeds, seed, data, train_cfg, **model_kw)
-    runs = train(specs, device=device)
-    out: dict[int, list[Run]] = {}
-    for s, r in zip(specs, runs):
-        out.setdefault(s.model.heads, []).append(r)
-    return out
 
 
 # ------------------------------------------------------------------ chapter 2's read-outs
@@ -333,6 +316,18 @@ def estimates_by_H(models: "pandas.DataFrame", estimates: Sequence[Estimate],  #
         if pattern is None or row["pattern"] == pattern:
             out.setdefault(int(row["H"]), []).append(e)
     return out
+
+
+def median_debiasing(runs: Sequence[Run], data: DataConfig, n: int, seed: int) -> Estimate:
+    """The median over the models of ``runs`` (one shape, trained on ``data``) of their
+    :func:`debiasing_fraction`, each on one shared :func:`prompt_set` of ``n`` prompts of ``data``
+    drawn from ``seed``, at ``data``'s optimal debiased GD step
+    (:func:`~icl_lib.estimators.optimal_eta_debiased`), with :func:`~icl_lib.stats.median_of`'s
+    interval over seeds and prompts: 1 for debiased GD, 0 for vanilla GD (paper 1, Section 4.3).
+    Chapter 5 (the proportional regime, the other activations); chapter 2 reads the same
+    statistic beside the loss from :func:`prompt_statistics`."""
+    ps = prompt_set(stack_models(list(runs)), data, n=n, seed=seed)
+    return median_of(prompt_statistics(ps, optimal_eta_debiased(data.d, data.L, data.sigma2))["debiasing"])
 
 
 def add_estimates(models: "pandas.DataFrame", name: str, estimates: Sequence[Estimate]) -> "pandas.DataFrame":  # noqa: F821

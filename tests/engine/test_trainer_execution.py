@@ -231,7 +231,7 @@ def test_the_validation_set_is_drawn_on_the_cpu_whatever_device_trains(monkeypat
 def test_chapter_9s_test_losses_read_one_set_per_task_whatever_trained_the_run():
     """The same trained model under two run specs that differ in seed only (as a CPU- and a
     GPU-trained seed would) gets the same test loss: the set depends on the task alone."""
-    from icl_lib.paper1.trap import test_losses
+    from icl_lib.paper1.phase_diagram.trap import test_losses
 
     run = EnsembleTrainer([spec(3)], "cpu", progress=False).run()[0]
     twin = dataclasses.replace(run, spec=dataclasses.replace(run.spec, seed=4))

@@ -8,7 +8,9 @@ import pytest
 import torch
 
 import icl_lib as icl
-from icl_lib.paper1.anisotropic.experiment import check_lengths, check_rhos, pos_neg_runs, rho_sweep, training_summary
+from icl_lib.chapters.base import split
+from icl_lib.engine import train_groups
+from icl_lib.paper1.anisotropic.experiment import check_lengths, check_rhos, pos_neg_runs, rho_specs, training_summary
 from icl_lib.paper1.anisotropic.learned import (
     circuit_table,
     distance_sweep,
@@ -99,18 +101,23 @@ def test_risk_check_table():
     assert not mc.equals(risk_check(data, n=6000, seed=3))
 
 
+def _rho_sweep(rhos, cfg):
+    """The correlation sweep as chapter 6 trains it: its specs as ``{rho: specs}``, one call of the engine."""
+    return train_groups(split(rho_specs(rhos, 2, 3, 3, 6, 0.1, cfg), rhos, 2), device="cpu")
+
+
 def test_rho_sweep_trains_every_rho_and_seed_then_loads_them():
     """{rho: runs} in the order asked, two heads, run seeds seed..seed+seeds-1; the summary line counts
     models and model-steps and says where the runs came from."""
     cfg = icl.TrainConfig(steps=20, batch=16, n_log=4, val_size=64)
-    runs = rho_sweep((0.5, 0.0), seeds=2, seed=3, d=3, L=6, sigma2=0.1, train_cfg=cfg, device="cpu")
+    runs = _rho_sweep((0.5, 0.0), cfg)
     assert list(runs) == [0.5, 0.0]
     for r, rs in runs.items():
         assert [(run.spec.data.rho, run.spec.seed, run.spec.model.heads) for run in rs] == [(r, 3, 2), (r, 4, 2)]
     text = training_summary(runs)
     assert text.startswith("4 models, 80 model-steps; trained as ensembles of 4 models in ")
     assert text.endswith(" s\ntrained now") and max(map(len, text.splitlines())) <= 78
-    again = rho_sweep((0.5, 0.0), seeds=2, seed=3, d=3, L=6, sigma2=0.1, train_cfg=cfg, device="cpu")
+    again = _rho_sweep((0.5, 0.0), cfg)
     assert training_summary(again).endswith(" s\nloaded from the run cache")
     assert torch.equal(again[0.0][1].params["Q"], runs[0.0][1].params["Q"])
 

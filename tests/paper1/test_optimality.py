@@ -20,10 +20,10 @@ from icl_lib.paper1.optimality.experiment import (
     learned_rate,
     linearised,
     median_abs_omega,
-    pattern_counts,
+    posneg_counts,
     posneg_runs,
     stacked_circuits,
-    train_variants,
+    variant_specs,
 )
 from icl_lib.paper1.optimality.lengths import length_sweep
 from icl_lib.paper1.optimality.predictions import paired_losses, prediction_gap_curves, prediction_gaps
@@ -175,11 +175,11 @@ def test_posneg_kept_counts_median_omega_and_learned_rate_on_hand_set_runs():
     sweep = {1: [single], 2: [pn, same], 3: []}
     posneg = posneg_runs(sweep)
     assert list(posneg) == [2] and posneg[2] == [pn]
-    assert pattern_counts(sweep) == {2: "1/2"}
+    assert posneg_counts(sweep) == {2: "1/2"}
     variants = {"softmax": [same, pn2], "linear": [same], "square": [same]}
     kept = kept_variants(variants)
     assert kept["softmax"] == [pn2] and kept["linear"] == [same] and kept["square"] == [same]
-    assert pattern_counts(variants) == {"softmax": "1/2", "square": "0/1"}
+    assert posneg_counts(variants) == {"softmax": "1/2", "square": "0/1"}
     assert abs(median_abs_omega([pn, pn2]) - 0.2) < 1e-12  # median of 0.2, 0.2, 0.3, 0.1
     assert math.isnan(median_abs_omega([]))
     assert abs(learned_rate({2: [pn, pn2], 3: []}, fallback=9.0) - 0.7) < 1e-12
@@ -248,16 +248,18 @@ def test_prediction_gap_curves_against_a_direct_loop():
     assert (gaps_se > 0).all().all()
 
 
-def test_train_variants_trains_every_kind_with_the_sweeps_specs():
+def test_variants_train_every_kind_with_the_sweeps_specs():
+    from icl_lib.chapters.base import grouped
     from icl_lib.config import TrainConfig
-    from icl_lib.paper1.sweeps import heads_sweep
+    from icl_lib.engine import train_groups
+    from icl_lib.paper1.sweeps import heads_sweep_specs
 
     data, cfg = DataConfig(d=2, L=4), TrainConfig(steps=3, batch=8, n_log=2, val_size=8)
-    out = train_variants(2, 5, data, cfg, device="cpu")
+    out = train_groups(grouped(variant_specs(2, 5, data, cfg), lambda s: s.model.attention), device="cpu")
     assert list(out) == list(VARIANTS)
     for a, runs in out.items():
         assert [(r.spec.model.attention, r.spec.model.heads, r.spec.seed) for r in runs] == [(a, 2, 5), (a, 2, 6)]
-    sweep = heads_sweep([2], 2, 5, data, cfg, device="cpu")  # the softmax ones are the sweep's H = 2
+    sweep = train_groups({2: heads_sweep_specs([2], 2, 5, data, cfg)}, device="cpu")  # softmax: the sweep's H = 2
     assert all(r.meta.get("cached") for r in sweep[2])
     assert all(torch.equal(a.params["Q"], b.params["Q"]) for a, b in zip(sweep[2], out["softmax"]))
 

@@ -51,7 +51,6 @@ from icl_lib.paper1.optimality.proportional import (
     ratio_limits,
     ratio_values,
     sup_ratio_limit,
-    train_proportional,
 )
 from icl_lib.paper1.optimality.single_head import (
     approx_loss_single_head,
@@ -280,8 +279,7 @@ def test_proportional_specs_table_and_estimate():
     assert [(s.data.d, s.data.L, s.seed, s.model.heads) for s in specs] == [
         (4, 8, 7, 2), (4, 8, 8, 2), (4, 32, 7, 2), (4, 32, 8, 2)]
     assert all(s.data.sigma2 == 0.2 and s.train == cfg for s in specs)
-    runs = train_proportional(3, [0.5, 3.0], 2, 0, 0.1, cfg, device="cpu")
-    assert list(runs) == [0.5, 3.0] and [r.spec.data.L for r in runs[3.0]] == [2, 2]  # L >= 2
+    assert [s.data.L for s in proportional_specs(3, [0.5, 3.0], 2, 0, 0.1, cfg)] == [6, 6, 2, 2]  # L >= 2
     d = 3
     hand = {0.25: [fake_run([0.05, -0.05], [8.8, -8.8], d, 12, seed=s) for s in (0, 1)],
             0.5: [fake_run([0.05, -0.05], [7.0, -7.0], d, 6, seed=s) for s in (0, 1)]}

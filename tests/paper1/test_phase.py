@@ -1,4 +1,4 @@
-"""Chapter 9's grid (icl_lib.paper1.phase): cells and specs, outcomes against summarize_pattern, the
+"""Chapter 9's grid (icl_lib.paper1.phase_diagram.grid): cells and specs, outcomes against summarize_pattern, the
 time to the pattern, losses against a direct Monte Carlo, and the statistics against direct
 computations and published values."""
 
@@ -12,13 +12,14 @@ from icl_lib import DataConfig
 from icl_lib.circuits import summarize_pattern
 from icl_lib.config import ModelConfig, RunSpec, TrainConfig
 from icl_lib.engine import Run, train_config
+from icl_lib.engine.execution import Execution
 from icl_lib.estimators import debiased_gd_predict, debiased_gd_risk, mc_risk, optimal_eta_debiased
-from icl_lib.paper1 import phase as ph
-from icl_lib.paper1.phase_outcomes import (
+from icl_lib.paper1.phase_diagram import grid as ph
+from icl_lib.paper1.phase_diagram.outcomes import (
     OUTCOMES,
     SHAPE_TOL,
     attach_losses,
-    model_table,
+    grid_models,
     outcome_codes,
     outcomes_at_time,
     run_record,
@@ -264,7 +265,7 @@ def test_train_grid_returns_each_cells_runs_in_seed_order_and_losses_match_a_dir
     plan = {ph.Cell(3, 3, 6, 0.1, 1e-2, 1.0): 2, ph.Cell(1, 3, 6, 0.1, 1e-2, 0.5): 1,
             ph.Cell(2, 3, 8, 0.2, 3e-3, 1.0): 2}
     tc = TrainConfig(steps=15, batch=16, n_log=4, val_size=64)
-    runs = ph.train_grid(plan, 4, tc, device="cpu")
+    runs = ph.train_grid(plan, 4, tc, Execution.resolve("cpu"))
     assert list(runs) == list(plan)
     for c, rs in runs.items():
         assert [r.spec.seed for r in rs] == [4 + k for k in range(plan[c])]  # the cell's seeds, in order
@@ -272,7 +273,7 @@ def test_train_grid_returns_each_cells_runs_in_seed_order_and_losses_match_a_dir
                     r.spec.data.sigma2, r.spec.train.steps) == (c.H, c.lr, c.init_scale, c.d, c.L, c.sigma2, 15)
                    for r in rs)
         assert all(r.history["KQ"].shape[1] == c.H for r in rs)  # the trained model has the cell's heads
-    models = model_table(runs)
+    models = grid_models(runs)
     assert len(models) == 5 and models["H"].tolist() == [3, 3, 1, 2, 2]
     assert models["seed"].tolist() == [4, 5, 4, 4, 5]
     out = attach_losses(models, runs, n=500, seed=3)

@@ -1,4 +1,4 @@
-"""Chapter 9's statistics, tables and the comparisons behind its claims (icl_lib.paper1.phase,
+"""Chapter 9's statistics, tables and the comparisons behind its claims (icl_lib.paper1.phase_diagram.grid,
 phase_outcomes)."""
 
 import math
@@ -11,13 +11,13 @@ from scipy import stats as sps
 from icl_lib import DataConfig
 from icl_lib.claims import Below
 from icl_lib.config import RunSpec, TrainConfig
-from icl_lib.paper1 import phase as ph
-from icl_lib.paper1.phase_outcomes import (
+from icl_lib.paper1.phase_diagram import grid as ph
+from icl_lib.paper1.phase_diagram.outcomes import (
     MIN_CELL_RUNS,
     UNDECIDED,
     cell_table,
-    outcome_table,
-    rate_table,
+    outcome_counts,
+    rate_estimates,
     time_panels,
     time_scaling,
     trap_vs_heads,
@@ -25,7 +25,7 @@ from icl_lib.paper1.phase_outcomes import (
     worst_cell,
     worst_cell_where,
 )
-from icl_lib.paper1 import phase_outcomes
+from icl_lib.paper1.phase_diagram import outcomes as phase_outcomes
 from icl_lib.stats import (
     censored_median_ci,
     fraction_diff,
@@ -258,10 +258,10 @@ def test_time_panels_are_the_rate_line_and_each_dimension_with_several_lengths()
 
 def test_display_tables_keep_every_cell_and_format_estimates():
     cells = cell_table(_grid_models())
-    out = outcome_table(cells)
+    out = outcome_counts(cells)
     assert list(out.columns) == ["H", "d", "L", "sigma2", "lr", "init", "seeds", "pos/neg", "trap", "1 head",
                                  "unformed", "dummy"]
     assert out["trap"].tolist() == cells["k single-sign"].tolist() and len(out) == len(cells) == 7
-    rates = rate_table(cells)
+    rates = rate_estimates(cells)
     assert "eta/eta*-1" in rates and "t_pattern" in rates and "excess/R_dGD*" not in rates
     assert rates["t_pattern"].iloc[0] == format(cells["t_pattern"].iloc[0], ".3g")

@@ -8,7 +8,9 @@ import torch
 
 from icl_lib import DataConfig
 from icl_lib.config import ModelConfig, RunSpec, TrainConfig
-from icl_lib.paper1.sweeps import as_heads, heads_sweep, heads_sweep_specs
+from icl_lib.chapters.base import grouped
+from icl_lib.engine import train_groups
+from icl_lib.paper1.sweeps import as_heads, heads_sweep_specs
 import pandas as pd
 
 DATA = DataConfig(d=3, L=6)
@@ -46,10 +48,16 @@ def test_heads_sweep_specs_rejects_bad_counts(kw, name):
         heads_sweep_specs(**args)
 
 
+def _sweep(heads):
+    """The sweep as a chapter trains it: its specs grouped by H, one call of the engine."""
+    specs = heads_sweep_specs(heads, seeds=2, seed=3, data=DATA, train_cfg=TRAIN)
+    return train_groups(grouped(specs, lambda s: s.model.heads), device="cpu")
+
+
 def test_heads_sweep_trains_then_loads_from_the_run_cache():
     """{H: runs in seed order} matching the specs; a second call loads the same parameters from the cache."""
     want = heads_sweep_specs([1, 2], 2, 3, DATA, TRAIN)
-    out = heads_sweep([2, 1], seeds=2, seed=3, data=DATA, train_cfg=TRAIN, device="cpu")
+    out = _sweep([2, 1])
     assert list(out) == [1, 2]
     assert [r.spec for H in (1, 2) for r in out[H]] == want
     assert [r.spec.seed for r in out[2]] == [3, 4]
@@ -57,7 +65,7 @@ def test_heads_sweep_trains_then_loads_from_the_run_cache():
         assert all(r.KQ.shape == (H, 4, 4) and not r.meta.get("cached") for r in runs)
         assert len(runs[0].history["step"]) == len(TRAIN.log_steps())
     assert not torch.equal(out[1][0].params["Q"], out[1][1].params["Q"])  # the seeds differ
-    again = heads_sweep([1, 2], seeds=2, seed=3, data=DATA, train_cfg=TRAIN, device="cpu")
+    again = _sweep([1, 2])
     for H in (1, 2):
         for first, second in zip(out[H], again[H]):
             assert second.meta.get("cached") is True and second.spec == first.spec

@@ -1,4 +1,4 @@
-"""Chapter 9's trap sweep (icl_lib.paper1.trap) and its population dynamics (trap_dynamics)."""
+"""Chapter 9's trap sweep (icl_lib.paper1.phase_diagram.trap) and why a seed ends in it (phase_diagram.mechanism)."""
 
 import math
 
@@ -10,9 +10,9 @@ import torch
 from icl_lib.config import DataConfig
 from icl_lib.data import sample_batch
 from icl_lib.seeding import generator
-from icl_lib.paper1 import trap, trap_dynamics as td
+from icl_lib.paper1.phase_diagram import mechanism as td, trap
 from icl_lib.paper1.approx_loss import ApproxLossConfig, approx_loss
-from icl_lib.paper1.phase import Cell
+from icl_lib.paper1.phase_diagram.grid import Cell
 from icl_lib.stats import diff_seeds_to_decide, proportion_ci, seeds_for_interval, seeds_to_decide
 from icl_lib.chapter import renamed
 
@@ -155,7 +155,7 @@ def test_gradient_descent_from_end_points_leaves_a_saddle_and_settles_at_a_minim
     """On the true loss of one head over OV alone (KQ = 0: a least-squares problem), descent from
     a point off the minimiser reaches it and settles; the batched loss is circuit_loss's; a kick
     moves a point by its stated share in both senses."""
-    from icl_lib.paper1 import trap_stationarity as ts
+    from icl_lib.paper1.phase_diagram import stationarity as ts
 
     data = DataConfig(d=2, L=6, sigma2=0.1)
     b = sample_batch(data, 400, generator(0, "t"), dtype=torch.float64)

@@ -1,5 +1,5 @@
-"""What decides the trap (icl_lib.paper1.trap_outcomes) and the dynamics at the trapped end points
-(icl_lib.paper1.trap_stationarity), on hand-made outcome matrices and hand-built circuits."""
+"""What decides the trap (icl_lib.paper1.phase_diagram.attribution) and the dynamics at the trapped end points
+(icl_lib.paper1.phase_diagram.stationarity), on hand-made outcome matrices and hand-built circuits."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from icl_lib import DataConfig
-from icl_lib.paper1 import trap_stationarity as ts
-from icl_lib.paper1.trap_outcomes import axis_law, init_ceiling, predictor_vs_ceiling, switch_effects
+from icl_lib.paper1.phase_diagram import stationarity as ts
+from icl_lib.paper1.phase_diagram.attribution import axis_law, init_ceiling, predictor_vs_ceiling, switch_effects
 from icl_lib.stats import bootstrap_ci
 
 

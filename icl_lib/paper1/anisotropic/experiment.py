@@ -1,8 +1,8 @@
 """Chapter 6's parameters and runs: one two-head model per correlation ``rho`` and seed (paper 1, B.3).
 
 * :func:`check_rhos`, :func:`check_lengths` -- the chapter's correlations and context lengths;
-* :func:`rho_specs`, :func:`rho_sweep` -- the runs, KMS covariance ``rho^|i-j|``, trained as one
-  call of the engine;
+* :func:`rho_specs` -- the runs, KMS covariance ``rho^|i-j|`` (chapter 6's setup trains them as
+  one call of the engine);
 * :func:`training_summary`, :func:`pos_neg_runs` -- what training did, and the runs that ended in
   the positive/negative pattern (the chapter's selection rule).
 
@@ -15,13 +15,12 @@ import numbers
 from typing import Mapping, Sequence
 
 from ...config import DataConfig, ModelConfig, RunSpec, TrainConfig
-from ...engine import Run, describe_sources, train
+from ...engine import Run, describe_sources
 from ...validate import check_float, check_int, fail, literal_list
 
 __all__ = [
     "check_rhos",
     "check_lengths",
-    "rho_sweep",
     "training_summary",
     "pos_neg_runs",
 ]
@@ -61,22 +60,10 @@ def check_lengths(name: str, values, lo: int = 2, hi: int = 640, max_len: int = 
 def rho_specs(
     rhos: Sequence[float], seeds: int, seed: int, d: int, L: int, sigma2: float, train_cfg: TrainConfig
 ) -> list[RunSpec]:
-    """The runs of :func:`rho_sweep`: one two-head model per ``(rho, k)``, KMS covariance
+    """The runs of chapter 6's correlation sweep: one two-head model per ``(rho, k)``, KMS covariance
     ``rho^|i-j|``, run seed ``seed + k``, ordered by ``rho`` then ``k`` (chapter 6)."""
     return [RunSpec(data=DataConfig(d=d, L=L, sigma2=sigma2, rho=r), model=ModelConfig(heads=2), train=train_cfg,
                     seed=seed + k) for r in rhos for k in range(seeds)]
-
-
-def rho_sweep(
-    rhos: Sequence[float], seeds: int, seed: int, d: int, L: int, sigma2: float, train_cfg: TrainConfig,
-    device: str = "auto",
-) -> dict[float, list[Run]]:
-    """Train (or load) one two-head model per ``(rho, k)``, KMS covariance ``rho^|i-j|``, run seed
-    ``seed + k`` for ``k < seeds``, all in one :func:`~icl_lib.engine.train` call (paper 1, B.3;
-    chapter 6).  Returns ``{rho: [runs of seeds seed, seed+1, ...]}`` in the order of ``rhos``."""
-    seeds = check_int("seeds", seeds, 1)
-    runs = train(rho_specs(rhos, seeds, seed, d, L, sigma2, train_cfg), device=device)
-    return {r: runs[i * seeds:(i + 1) * seeds] for i, r in enumerate(rhos)}
 
 
 def training_summary(runs: Mapping[float, Sequence[Run]]) -> str:

@@ -1,7 +1,7 @@
 """Two-stage training dynamics and the approximate loss (paper 1, Sections 3, 4.1-4.2, C.1, C.4).
 
 Chapter 3 reads chapter 2's trained runs along training (``{H: [Run per seed]}``, from
-:func:`icl_lib.paper1.sweeps.heads_sweep`) and tests the approximate loss (4.1) that explains them,
+:func:`icl_lib.paper1.sweeps.heads_sweep_specs`, trained) and tests the approximate loss (4.1) that explains them,
 one module per part of the chapter; each turns the runs and its Monte Carlo studies into the
 tables and values that chapter 3 shows, checks as claims (each an :class:`~icl_lib.stats.Estimate`
 with its interval over seeds or over Monte Carlo draws) and glues into its text:

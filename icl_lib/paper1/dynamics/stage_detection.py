@@ -190,7 +190,7 @@ def detect_stages(KQ: torch.Tensor, OV: torch.Tensor, steps, d: int, rules: Stag
 
 # ------------------------------------------------------------------------------- chapter 3's tables
 # The functions below turn chapter 2's sweep of trained runs (``{H: [Run per seed]}``, from
-# :func:`icl_lib.paper1.sweeps.heads_sweep`) into the stage tables and values that chapter 3 shows,
+# :func:`icl_lib.paper1.sweeps.heads_sweep_specs`, trained) into the stage tables and values that chapter 3 shows,
 # checks as claims and glues into its text.
 
 STAGE_HEADS_MAX = 8  # most heads of a chapter-3 model: training time and figure width

@@ -312,7 +312,7 @@ def global_pattern(KQ: torch.Tensor, OV: torch.Tensor, data: DataConfig) -> tupl
 
 
 # ------------------------------------------------------------------------------ chapter 7's tables
-# ``sweep`` is :func:`icl_lib.paper1.sweeps.heads_sweep`'s ``{H: [Run per seed]}`` and ``modes`` the
+# ``sweep`` is the trained :func:`icl_lib.paper1.sweeps.heads_sweep_specs` as ``{H: [Run per seed]}`` and ``modes`` the
 # matching ``{H: [ModeSummary per seed]}`` of :func:`classify_mode`; rows follow their order.
 
 

@@ -267,7 +267,7 @@ def reference_risks(data: DataConfig, n_bayes: int = 200_000, seed: int = 0) -> 
 
 
 # ------------------------------------------------------------------------------ chapter 7's tables
-# ``sweep`` is :func:`icl_lib.paper1.sweeps.heads_sweep`'s ``{H: [Run per seed]}``; rows follow its
+# ``sweep`` is the trained :func:`icl_lib.paper1.sweeps.heads_sweep_specs` as ``{H: [Run per seed]}``; rows follow its
 # order.
 
 

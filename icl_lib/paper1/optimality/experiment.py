@@ -1,11 +1,11 @@
 """Chapter 5's parameters and trained models (paper 1, Section 3, B.1, B.2).
 
 * :func:`check_lengths`, :func:`check_heads` and :func:`check_omegas` validate chapter parameters;
-* :data:`VARIANTS`, :func:`variant_specs`, :func:`train_variants` -- the 2-head variants of B.1 and
-  B.2 (softmax, linear attention with a fixed normaliser, three other normalised activations),
-  trained as one call of the engine with the shared sweep's specifications (:data:`LABELS` names
+* :data:`VARIANTS`, :func:`variant_specs` -- the 2-head variants of B.1 and B.2 (softmax, linear
+  attention with a fixed normaliser, three other normalised activations), declared with the shared
+  sweep's specifications (:data:`LABELS` names
   them, :data:`ACTIVATIONS_B2` lists those of Table 1);
-* :func:`posneg_runs`, :func:`kept_variants`, :func:`pattern_counts` -- the runs that ended in the
+* :func:`posneg_runs`, :func:`kept_variants`, :func:`posneg_counts` -- the runs that ended in the
   positive/negative pattern, on which the chapter measures its multi-head statements;
 * :func:`median_abs_omega`, :func:`learned_rate`, :func:`stacked_circuits`, :func:`linearised` --
   the trained models' KQ scale, learned rate, circuits and linearised predictor (Theorem 4.2 (i)).
@@ -23,7 +23,7 @@ import torch
 
 from ...circuits import effective_preconditioner, effective_rate
 from ...config import DataConfig, RunSpec, TrainConfig
-from ...engine import Run, train
+from ...engine import Run
 from ...validate import check_float_list, check_int, fail
 from ..sweeps import as_heads, heads_sweep_specs
 
@@ -35,10 +35,9 @@ __all__ = [
     "ACTIVATIONS_B2",
     "LABELS",
     "variant_specs",
-    "train_variants",
     "posneg_runs",
     "kept_variants",
-    "pattern_counts",
+    "posneg_counts",
     "median_abs_omega",
     "learned_rate",
     "stacked_circuits",
@@ -93,21 +92,12 @@ LABELS = {  # f of each variant, as the chapter's tables and figures name it
     "square": "(1 + s)^2",
     "linear": "linear, N = L_train",
 }
+
+
 def variant_specs(seeds: int, seed: int, data: DataConfig, train_cfg: TrainConfig) -> list[RunSpec]:
-    """The runs of :func:`train_variants`: ``seeds`` 2-head models of every kind of :data:`VARIANTS`
+    """The 2-head variants: ``seeds`` 2-head models of every kind of :data:`VARIANTS`
     (the shared sweep's specifications with ``attention=kind``), grouped by kind.  Chapter 5."""
     return [s for a in VARIANTS for s in heads_sweep_specs(2, seeds, seed, data, train_cfg, attention=a)]
-
-
-def train_variants(
-    seeds: int, seed: int, data: DataConfig, train_cfg: TrainConfig, device: str = "auto"
-) -> dict[str, list[Run]]:
-    """Train (or load) ``seeds`` 2-head models of every kind of :data:`VARIANTS` with run seeds
-    ``seed, seed + 1, ...`` (the specifications of the shared sweep with ``attention=kind``, so the
-    softmax ones are the sweep's ``H = 2`` runs), as one call of the engine.  Paper 1, B.1 and
-    B.2; chapter 5.  Returns ``{kind: runs}``."""
-    flat = train(variant_specs(seeds, seed, data, train_cfg), device=device)
-    return {a: flat[k * seeds:(k + 1) * seeds] for k, a in enumerate(VARIANTS)}
 
 
 def posneg_runs(groups: Mapping[object, Sequence[Run]]) -> dict[object, list[Run]]:
@@ -126,7 +116,7 @@ def kept_variants(variants: Mapping[str, Sequence[Run]]) -> dict[str, list[Run]]
     return {a: (list(rs) if a == "linear" else pn[a]) or list(rs) for a, rs in variants.items()}
 
 
-def pattern_counts(groups: Mapping[object, Sequence[Run]]) -> dict[object, str]:
+def posneg_counts(groups: Mapping[object, Sequence[Run]]) -> dict[object, str]:
     """``"n/m"``: how many of each multi-head group's ``m`` runs ended in the positive/negative
     pattern (linear attention left out: see :func:`kept_variants`).  Chapter 5."""
     pn = posneg_runs({k: rs for k, rs in groups.items() if k != "linear"})

@@ -4,7 +4,7 @@
   risk over the Bayes risk at finite ``d`` and in the proportional limit;
 * :func:`ratio_values`, :func:`bayes_limit_estimate` -- chapter 5's glued values and its claim on
   the finite-size ratio against the limit;
-* :func:`proportional_specs`, :func:`train_proportional`, :func:`proportional_table`,
+* :func:`proportional_specs`, :func:`proportional_table`,
   :func:`proportional_estimate` -- two-head models trained in the proportional regime against the
   optimal debiased GD risk (Theorem 4.2 (ii)-(iii)).
 
@@ -22,7 +22,7 @@ import pandas as pd
 
 from ... import estimators as est
 from ...config import DataConfig, RunSpec, TrainConfig
-from ...engine import Run, stack_models, train
+from ...engine import Run, stack_models
 from ...seeding import derive_seed
 from ...stats import Estimate, extreme
 from ...validate import check_float, check_int
@@ -37,7 +37,6 @@ __all__ = [
     "ratio_values",
     "bayes_limit_estimate",
     "proportional_specs",
-    "train_proportional",
     "proportional_table",
     "proportional_estimate",
 ]
@@ -128,18 +127,9 @@ def proportional_specs(
                                        train_cfg)]
 
 
-def train_proportional(
-    d: int, xis: Sequence[float], seeds: int, seed: int, sigma2: float, train_cfg: TrainConfig,
-    device: str = "auto",
-) -> dict[float, list[Run]]:
-    """Train (or load) :func:`proportional_specs` as one call of the engine: ``{xi: runs}``."""
-    flat = train(proportional_specs(d, xis, seeds, seed, sigma2, train_cfg), device=device)
-    return {float(xi): flat[k * seeds:(k + 1) * seeds] for k, xi in enumerate(xis)}
-
-
 def proportional_table(runs: Mapping[float, Sequence[Run]], n: int, seed: int, n_bayes: int = 4000) -> pd.DataFrame:
     """Trained models in the proportional regime against Theorem 4.2 (iii): per ``xi`` of ``runs``
-    (:func:`train_proportional`), the models' mean loss over seeds on ``n`` shared sequences
+    (the runs of :func:`proportional_specs`), the models' mean loss over seeds on ``n`` shared sequences
     (purpose ``"proportional-test"``, index ``j`` of ``xi``) with its error (the test set's and the
     spread over seeds, :func:`~icl_lib.stats.seed_ratio`'s rule) and degrees of freedom (seeds - 1), the exact
     optimal debiased GD risk ``R_dGD*`` at that ``(d, L)``, the Bayes risk (``n_bayes`` designs,

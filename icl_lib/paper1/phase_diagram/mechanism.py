@@ -29,13 +29,13 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..circuits import dummy_heads
-from ..config import DataConfig
-from ..data import sample_batch
-from ..seeding import generator as seeded
-from ..stats import LEVEL, Estimate, mean_ci
-from ..validate import check_float, check_int
-from .approx_loss import ApproxLossConfig, approx_loss_grad
+from ...circuits import dummy_heads
+from ...config import DataConfig
+from ...data import sample_batch
+from ...seeding import generator as seeded
+from ...stats import LEVEL, Estimate
+from ...validate import check_float, check_int
+from ..approx_loss import ApproxLossConfig, approx_loss_grad
 
 __all__ = ["approx_adam", "restricted_adam", "end_pattern", "basin", "circuit_loss", "circuit_derivatives",
            "circuit_hessian", "restricted_loss", "initialisation_predictions", "paper_dynamics", "PAPER_SETTING"]
@@ -78,7 +78,7 @@ def paper_dynamics(kind: str, lr: float = 0.05, steps: int = 20_000, data: DataC
     (default paper 1's setting) from starts ``(..., H)``: ``kind="gd"``, gradient descent at rate
     ``lr`` for ``steps`` (stopped where it diverges); ``"adam"``, Adam at the training's ``lr`` for
     ``steps``.  Chapter 9's predictions and basin maps."""
-    from .dynamics.approx_descent import ApproxGDConfig, approx_gd
+    from ..dynamics.approx_descent import ApproxGDConfig, approx_gd
 
     data = data or PAPER_SETTING
     cfg = ApproxLossConfig(d=data.d, L=data.L, sigma2=data.sigma2)

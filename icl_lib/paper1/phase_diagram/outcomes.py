@@ -1,6 +1,6 @@
 """What every run of chapter 9's grid ended in, per run and per cell, and the chapter's comparisons along its axes.
 
-Every run of :mod:`icl_lib.paper1.phase`'s grid is read with the rules the book already uses:
+Every run of :mod:`icl_lib.paper1.phase_diagram.grid`'s grid is read with the rules the book already uses:
 
 * the **outcome** of a run (:data:`OUTCOMES`): the circuit form (3.1) must hold (chapter 2's
   thresholds: the off-diagonal KQ and off-label OV mass below half the diagonal / label mass,
@@ -19,9 +19,9 @@ Every run of :mod:`icl_lib.paper1.phase`'s grid is read with the rules the book 
   shared test set per task (:func:`~icl_lib.paper1.optimality.predictions.paired_losses`: paired
   errors).
 
-:func:`outcome_codes`, :func:`run_record`, :func:`model_table`, :func:`outcomes_at_time` and
-:func:`attach_losses` give one row per run; :func:`cell_table`, :func:`outcome_table` and
-:func:`rate_table` one per cell; :func:`along`, :func:`trap_vs_heads`, :func:`trap_vs_lr`,
+:func:`outcome_codes`, :func:`run_record`, :func:`grid_models`, :func:`outcomes_at_time` and
+:func:`attach_losses` give one row per run; :func:`cell_table`, :func:`outcome_counts` and
+:func:`rate_estimates` one per cell; :func:`along`, :func:`trap_vs_heads`, :func:`trap_vs_lr`,
 :func:`time_panels` and :func:`time_scaling` compare cells along the grid's axes.
 
 Statistics for the chapter's claims, each an :class:`~icl_lib.stats.Estimate`:
@@ -31,7 +31,7 @@ seeds some of which never reached the pattern), :func:`~icl_lib.stats.fraction_d
 difference of two fractions of seeds), :func:`~icl_lib.stats.loglog_slope` and
 :func:`~icl_lib.stats.linear_slope` (fitted slopes).
 
-Used by chapter 9 (its figures: :mod:`icl_lib.figures.phase`) and by :mod:`icl_lib.paper1.trap`.
+Used by chapter 9 (its figures: :mod:`icl_lib.figures.phase`) and by :mod:`icl_lib.paper1.phase_diagram.trap`.
 """
 
 from __future__ import annotations
@@ -43,31 +43,31 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..circuits import PATTERNS, SHAPE_TOL, effective_rate, pattern_kinds
-from ..config import DataConfig
-from ..engine import Run
-from ..engine.run import stack_models
-from ..estimators import bayes_risk, debiased_gd_predict, debiased_gd_risk, optimal_eta_debiased
-from ..seeding import derive_seed
-from ..stats import LEVEL, Estimate, censored_median_ci, extreme, fraction_diff, loglog_slope, mean_ci, proportion_ci
-from ..validate import check_choice, check_float, check_int, fail
-from .dynamics.stage_detection import first_persistent_step
-from .optimality.predictions import paired_losses
-from .phase import AXES, LRS, Cell
+from ...circuits import PATTERNS, SHAPE_TOL, effective_rate, pattern_kinds
+from ...config import DataConfig
+from ...engine import Run
+from ...engine.run import stack_models
+from ...estimators import bayes_risk, debiased_gd_predict, debiased_gd_risk, optimal_eta_debiased
+from ...seeding import derive_seed
+from ...stats import LEVEL, Estimate, censored_median_ci, extreme, fraction_diff, loglog_slope, mean_ci, proportion_ci
+from ...validate import check_choice, check_float, check_int, fail
+from ..dynamics.stage_detection import first_persistent_step
+from ..optimality.predictions import paired_losses
+from .grid import AXES, LRS, Cell
 
 __all__ = [
     "OUTCOMES",
     "SHAPE_TOL",
     "outcome_codes",
     "run_record",
-    "model_table",
+    "grid_models",
     "attach_losses",
     "outcomes_at_time",
     "cell_table",
     "along",
     "readable",
-    "outcome_table",
-    "rate_table",
+    "outcome_counts",
+    "rate_estimates",
     "trap_vs_heads",
     "trap_vs_lr",
     "time_panels",
@@ -110,7 +110,7 @@ def run_record(run: Run, cell: Cell) -> dict:
             "t_pattern": t, "steps": run.spec.train.steps}
 
 
-def model_table(grid_runs: Mapping[Cell, Sequence[Run]]) -> pd.DataFrame:
+def grid_models(grid_runs: Mapping[Cell, Sequence[Run]]) -> pd.DataFrame:
     """One row per run of a trained grid (:func:`run_record`), cells in order, seeds in order."""
     return pd.DataFrame([run_record(r, c) for c, runs in grid_runs.items() for r in runs])
 
@@ -196,7 +196,7 @@ def paper_scope(models: pd.DataFrame) -> pd.DataFrame:
 def worst_cell(models: pd.DataFrame, column: str, level: float = LEVEL, what: str = "",
                min_runs: int = MIN_CELL_RUNS) -> Estimate:
     """The largest ``|mean of column|`` over the cells (runs grouped by
-    :data:`~icl_lib.paper1.phase.AXES`) with at least ``min_runs`` runs, from each cell's mean,
+    :data:`~icl_lib.paper1.phase_diagram.grid.AXES`) with at least ``min_runs`` runs, from each cell's mean,
     standard error and ``n - 1`` degrees of freedom, by :func:`~icl_lib.stats.extreme` (``kind="absmax"``):
     Bonferroni-simultaneous t intervals, so the interval holds the true worst cell with probability
     ``level``.  ``Below(t)`` on it passes when every cell's interval lies in ``(-t, t)`` and fails
@@ -211,7 +211,7 @@ def worst_cell(models: pd.DataFrame, column: str, level: float = LEVEL, what: st
 
 
 def worst_cell_where(models: pd.DataFrame, column: str, min_runs: int = MIN_CELL_RUNS) -> dict[str, float]:
-    """The cell that :func:`worst_cell` reads: the axes of :data:`~icl_lib.paper1.phase.AXES` of the
+    """The cell that :func:`worst_cell` reads: the axes of :data:`~icl_lib.paper1.phase_diagram.grid.AXES` of the
     cell (with at least ``min_runs`` runs) whose ``|mean of column|`` is largest, that ``mean``,
     its ``runs`` and a readable ``cell``; an empty dict without such a cell.  Chapter 9 names it beside the verdict."""
     stats = models.groupby(list(AXES), sort=False)[column].agg(["mean", "count"])
@@ -235,7 +235,7 @@ def _mean(x, level: float) -> Estimate:
 
 
 def cell_table(models: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
-    """One row per cell from :func:`model_table` (and :func:`attach_losses`, if present): the
+    """One row per cell from :func:`grid_models` (and :func:`attach_losses`, if present): the
     number of ``seeds``; for every outcome its count ``k <outcome>``, fraction and Clopper-Pearson
     interval (``<outcome>``, an :class:`~icl_lib.stats.Estimate`); ``with dummy`` (count of runs
     with a dummy head); ``eta/eta*-1`` (mean over the pos/neg runs, t interval; unbounded with
@@ -272,7 +272,7 @@ def readable(table: pd.DataFrame, spec: str = ".3g") -> pd.DataFrame:
 
 def along(table: pd.DataFrame, centre: Mapping[str, float], axis: str, H: int | None = None) -> pd.DataFrame:
     """The rows of a model or cell table on one line through ``centre``: ``axis`` varies, every
-    other axis of :data:`~icl_lib.paper1.phase.AXES` equals the centre's (``H`` overrides the centre's head count).
+    other axis of :data:`~icl_lib.paper1.phase_diagram.grid.AXES` equals the centre's (``H`` overrides the centre's head count).
     ``axis="d/L"`` is the proportional line: d and L vary with ``d / L = d0 / L0``."""
     check_choice("axis", axis, (*AXES, "d/L"))
     c = dict(centre, **({} if H is None else {"H": H}))
@@ -290,14 +290,14 @@ _SHORT = {"init_scale": "init", "k pos/neg": "pos/neg", "k single-sign": "trap",
           "k unformed": "unformed", "with dummy": "dummy"}  # column names of the display tables
 
 
-def outcome_table(cells: pd.DataFrame) -> pd.DataFrame:
+def outcome_counts(cells: pd.DataFrame) -> pd.DataFrame:
     """:func:`cell_table`'s counts for display: the cell's axes, seeds, and the number of seeds in
     each outcome (``trap``: single-sign) and with a dummy head, in short column names."""
     cols = [*AXES, "seeds", "k pos/neg", "k single-sign", "k single-head", "k unformed", "with dummy"]
     return cells[cols].rename(columns=_SHORT)
 
 
-def rate_table(cells: pd.DataFrame) -> pd.DataFrame:
+def rate_estimates(cells: pd.DataFrame) -> pd.DataFrame:
     """:func:`cell_table`'s rates, times and losses for display (estimates as ``value [lo, hi]``):
     ``eta*``, ``eta/eta*-1``, ``t_pattern`` and, with losses, ``excess/R_dGD*`` and ``loss/R_Bayes``."""
     cols = [c for c in ("eta*", "eta/eta*-1", "t_pattern", "excess/R_dGD*", "loss/R_Bayes") if c in cells]

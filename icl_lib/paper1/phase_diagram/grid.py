@@ -3,7 +3,7 @@
 Paper 1 trains a handful of hand-picked settings (d = 5, L = 40, H = 1..4, one seed each).  This
 module declares and trains a grid of *cells* -- a head count H, a covariate dimension d, a context
 length L, a noise level sigma^2, an Adam learning rate and an initial scale
-(:attr:`ModelConfig.init_scale`) -- with many seeds per cell; :mod:`icl_lib.paper1.phase_outcomes`
+(:attr:`ModelConfig.init_scale`) -- with many seeds per cell; :mod:`icl_lib.paper1.phase_diagram.outcomes`
 reads every run with the rules the book already uses.
 
 The grid (:class:`PhaseGrid`) is a list of values per axis (:data:`AXES`) -- head counts,
@@ -18,7 +18,7 @@ chapter 5's: the run cache serves them.  :func:`grid_specs` lists the runs, :fun
 trains them in one call of the engine, and :func:`projected_seconds` projects the time of a grid
 from a measured training rate (:data:`H200_RATE`).
 
-Used by chapter 9 (also for the trap sweep of :mod:`icl_lib.paper1.trap`) and by the book's
+Used by chapter 9 (also for the trap sweep of :mod:`icl_lib.paper1.phase_diagram.trap`) and by the book's
 training plan (:mod:`icl_lib.book.plan`).
 """
 
@@ -29,10 +29,10 @@ import itertools
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
-from ..engine import Run, train
-from ..estimators import optimal_eta_debiased
-from ..validate import check_choice, check_float, check_float_list, check_int, check_int_list, fail, literal_list
+from ...config import DataConfig, ModelConfig, RunSpec, TrainConfig
+from ...engine import Run, train
+from ...estimators import optimal_eta_debiased
+from ...validate import check_choice, check_float, check_float_list, check_int, check_int_list, fail, literal_list
 
 __all__ = [
     "AXES",
@@ -222,15 +222,14 @@ def grid_specs(plan: Mapping[Cell, int], seed: int, train_cfg: TrainConfig) -> l
             for c, n in plan.items() for k in range(n)]
 
 
-def train_grid(plan: Mapping[Cell, int], seed: int, train_cfg: TrainConfig,
-               device: str = "auto", execution=None) -> dict[Cell, list[Run]]:
+def train_grid(plan: Mapping[Cell, int], seed: int, train_cfg: TrainConfig, execution) -> dict[Cell, list[Run]]:
     """Train (or load) every run of the grid in one :func:`icl_lib.train` call, which packs runs
     of one shape and training configuration into ensembles; the specs are passed ordered by head
-    count, so that an ensemble pads few heads.  ``device`` or a resolved ``execution`` (a chapter
-    setup's): as :func:`icl_lib.train`.  Returns ``{cell: [runs in seed order]}``."""
+    count, so that an ensemble pads few heads.  ``execution``: where they train, resolved already
+    (a chapter setup's :class:`~icl_lib.engine.execution.Execution`).  Returns ``{cell: [runs in seed order]}``."""
     specs = grid_specs(plan, seed, train_cfg)
     order = sorted(range(len(specs)), key=lambda i: specs[i].model.heads)
-    runs_sorted = train([specs[i] for i in order], device=device, execution=execution)
+    runs_sorted = train([specs[i] for i in order], execution=execution)
     runs: list = [None] * len(specs)
     for i, r in zip(order, runs_sorted):
         runs[i] = r

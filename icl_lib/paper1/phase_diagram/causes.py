@@ -4,7 +4,7 @@ One seed sets both a run's initialisation and its data stream, so a seed's outco
 which of the two decides it.  Here the two are separated (:attr:`~icl_lib.config.RunSpec.data_seed`):
 
 * :class:`CauseDesign` -- ``inits`` two-head initialisations at paper 1's setting (the anchor
-  seeds of chapter 9's sweep, from :data:`~icl_lib.paper1.trap.FIRST_SEED`), each trained on
+  seeds of chapter 9's sweep, from :data:`~icl_lib.paper1.phase_diagram.trap.FIRST_SEED`), each trained on
   ``draws`` data streams (``data_seed = DATA_SEED0 + j``, the same streams for every
   initialisation: a crossed design); the *base* runs;
 * the *switches* (:data:`SWITCHES`): the same initialisations and data streams (the first
@@ -15,7 +15,7 @@ which of the two decides it.  Here the two are separated (:attr:`~icl_lib.config
   paper 1's form (3.1), :mod:`icl_lib.engine.forms`, from the projection of the same
   initialisation on the same batches).
 
-:mod:`icl_lib.paper1.trap_outcomes` reads them: the trap's probability per initialisation, how
+:mod:`icl_lib.paper1.phase_diagram.attribution` reads them: the trap's probability per initialisation, how
 much of the outcome the initialisation fixes (the ceiling of any predictor read from it), and
 which switches change outcomes.
 """
@@ -25,8 +25,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
-from ..validate import check_choice, check_int
+from ...config import DataConfig, ModelConfig, RunSpec, TrainConfig
+from ...validate import check_choice, check_int
 
 __all__ = ["CauseDesign", "CAUSES", "DATA_SEED0", "BIG_BATCH", "SGD_LR", "SWITCHES", "cause_design"]
 

@@ -1,6 +1,6 @@
 """What decides the single-sign trap: the initialisation or the data, the switched causes, and the trap rate along the grid's axes (chapter 9).
 
-Read from the runs of :mod:`icl_lib.paper1.trap_causes` and :mod:`icl_lib.paper1.phase`:
+Read from the runs of :mod:`icl_lib.paper1.phase_diagram.causes` and :mod:`icl_lib.paper1.phase_diagram.grid`:
 
 * :func:`outcome_matrix` -- initialisations x data streams, whether each run ends trapped (not in
   the positive/negative pattern, the book's one definition);
@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ..engine.run import Run
-from ..stats import LEVEL, Estimate, bootstrap_ci
-from ..validate import fail
-from .phase_outcomes import outcome_codes
+from ...engine.run import Run
+from ...stats import LEVEL, Estimate, bootstrap_ci
+from ...validate import fail
+from .outcomes import outcome_codes
 
 __all__ = ["trapped", "outcome_matrix", "init_ceiling", "predictor_vs_ceiling", "switch_effects", "axis_law",
            "trap_axes", "AXIS_CLAIMS", "AXIS_UNITS"]
@@ -44,7 +44,7 @@ def trapped(run: Run) -> bool:
 
 def outcome_matrix(runs: Sequence[Run], inits: int, draws: int) -> np.ndarray:
     """``(inits, draws)`` booleans, trapped or not, of runs listed initialisation by initialisation
-    and stream by stream (:meth:`~icl_lib.paper1.trap_causes.CauseDesign.base`)."""
+    and stream by stream (:meth:`~icl_lib.paper1.phase_diagram.causes.CauseDesign.base`)."""
     runs = list(runs)
     if len(runs) != inits * draws:
         fail("runs", f"{len(runs)} runs", f"inits x draws = {inits * draws}")
@@ -171,7 +171,7 @@ def trap_axes(models: pd.DataFrame, centre: dict) -> dict:
     """The runs of chapter 9's grid along each axis of :data:`AXIS_CLAIMS` through ``centre`` (the
     grid's centre: paper 1's setting): ``{name: (axis values, trapped, transform)}``, one entry per
     run of the axis's cells (two heads, every other axis at the centre; the heads' axis at the
-    centre's shape).  ``models``: :func:`~icl_lib.paper1.phase_outcomes.model_table`'s rows
+    centre's shape).  ``models``: :func:`~icl_lib.paper1.phase_diagram.outcomes.grid_models`'s rows
     (``outcome``: a run misses the pattern when it is not ``pos/neg``)."""
     c = centre
     at = {k: np.isclose(models[k], c[k]) for k in ("d", "L", "sigma2", "lr", "init_scale")}

@@ -3,7 +3,7 @@
 A negative Hessian eigenvalue at a point where Adam stopped does not make the point a saddle: the
 point need not be stationary.  This module continues from every trapped end point with
 near-population gradient descent on the true loss, in the coordinates of the circuits the
-prediction reads (:func:`~icl_lib.paper1.trap_dynamics.circuit_loss`: ``KQ_h[:, :d]`` and ``OV_h``),
+prediction reads (:func:`~icl_lib.paper1.phase_diagram.mechanism.circuit_loss`: ``KQ_h[:, :d]`` and ``OV_h``),
 and asks what the dynamics do:
 
 * :func:`descend` -- gradient descent from many points at once, each at its own constant step
@@ -15,7 +15,7 @@ and asks what the dynamics do:
 * :func:`gradient_check` -- the gradient's norm at the end and its Monte Carlo error, on prompts
   drawn apart from the descent's: a point has *settled* where the norm is below twice the error.
 
-:func:`~icl_lib.paper1.trap_dynamics.circuit_hessian` then gives the Hessian where the descent
+:func:`~icl_lib.paper1.phase_diagram.mechanism.circuit_hessian` then gives the Hessian where the descent
 settled.  Adam at the training rate continues in the engine instead (chapter 9's continued runs).
 """
 
@@ -26,19 +26,19 @@ import math
 import numpy as np
 import torch
 
-from ..circuits import pattern_kinds
-from ..config import DataConfig
-from ..data import sample_batch
-from ..seeding import generator as seeded
-from ..stats import LEVEL
-from ..validate import check_float, check_int, fail
+from ...circuits import pattern_kinds
+from ...config import DataConfig
+from ...data import sample_batch
+from ...seeding import generator as seeded
+from ...stats import LEVEL
+from ...validate import check_float, check_int, fail
 
 __all__ = ["circuit_theta", "theta_circuits", "batched_loss", "descend", "kicked", "end_outcomes", "gradient_check",
            "stationarity_study"]
 
 
 def circuit_theta(KQ: torch.Tensor, OV: torch.Tensor, d: int) -> torch.Tensor:
-    """The coordinates of :func:`~icl_lib.paper1.trap_dynamics.circuit_loss` of circuits ``KQ (H, D,
+    """The coordinates of :func:`~icl_lib.paper1.phase_diagram.mechanism.circuit_loss` of circuits ``KQ (H, D,
     D)``, ``OV (H, 1, D)``: the entries of ``KQ_h[:, :d]``, then of ``OV_h`` (float64)."""
     return torch.cat([KQ[:, :, :d].reshape(-1), OV[:, 0, :].reshape(-1)]).double()
 
@@ -56,7 +56,7 @@ def theta_circuits(theta: torch.Tensor, H: int, d: int) -> tuple[torch.Tensor, t
 
 def batched_loss(theta: torch.Tensor, H: int, d: int, x, y, xq, yq) -> torch.Tensor:
     """The loss of every point ``theta (P, n)`` on the same prompts ``x (B, L, d)``, ``y (B, L)``,
-    ``xq (B, d)``, ``yq (B,)``: ``(P,)``, as :func:`~icl_lib.paper1.trap_dynamics.circuit_loss`."""
+    ``xq (B, d)``, ``yq (B,)``: ``(P,)``, as :func:`~icl_lib.paper1.phase_diagram.mechanism.circuit_loss`."""
     D, P = d + 1, theta.shape[0]
     kq = theta[:, : H * D * d].reshape(P, H, D, d)
     ov = theta[:, H * D * d:].reshape(P, H, D)
@@ -144,7 +144,7 @@ def stationarity_study(points: dict, data: DataConfig, steps: int, batch: int, n
     """Chapter 9's decision by the dynamics, for two-head end points ``points = {label: (KQ (H, D,
     D), OV (H, 1, D))}`` (trapped ones and controls):
 
-    1. the Hessian of the true loss at each point (:func:`~icl_lib.paper1.trap_dynamics.circuit_hessian`,
+    1. the Hessian of the true loss at each point (:func:`~icl_lib.paper1.phase_diagram.mechanism.circuit_hessian`,
        ``n_batches`` batches of ``n_mc`` prompts): its largest eigenvalue sets the point's step,
        ``stability / lambda_max`` (below the stability limit 2 / lambda_max), its softest direction
        the kick;
@@ -161,7 +161,7 @@ def stationarity_study(points: dict, data: DataConfig, steps: int, batch: int, n
     interval ends) and ``{label: lambda_min Estimate at the settled point}``."""
     import pandas as pd
 
-    from .trap_dynamics import circuit_hessian
+    from .mechanism import circuit_hessian
 
     labels = list(points)
     if not labels:

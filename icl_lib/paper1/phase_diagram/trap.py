@@ -19,8 +19,8 @@ declares the sweep that measures it and reads its runs.
   their outcome long before it (:func:`settled_step`), so the sweep trains to that horizon with
   margin instead of 500,000 steps.
 
-The cells are :class:`~icl_lib.paper1.phase.Cell` objects of chapter 9's grid and train through
-:func:`~icl_lib.paper1.phase.train_grid` (one call of the engine, cached and stored per run).
+The cells are :class:`~icl_lib.paper1.phase_diagram.grid.Cell` objects of chapter 9's grid and train through
+:func:`~icl_lib.paper1.phase_diagram.grid.train_grid` (one call of the engine, cached and stored per run).
 """
 
 from __future__ import annotations
@@ -36,26 +36,27 @@ import pandas as pd
 import torch
 from scipy import stats as sps
 
-from ..circuits import mu_of, omega_of
-from ..config import DataConfig, RunSpec, TrainConfig
-from ..engine.profiles import train_config
-from ..engine.run import Run, stack_models
-from ..estimators import model_risk
-from ..seeding import content_seed
-from ..engine.store import RunStore
-from ..stats import LEVEL, Estimate, fraction_diff, proportion_ci
-from ..validate import check_choice, check_float_list, check_int, check_int_list, fail
-from .phase import Cell, grid_specs, train_grid
-from .phase_outcomes import outcome_codes
-from .sweeps import heads_sweep_specs
+from ...circuits import mu_of, omega_of
+from ...config import DataConfig, RunSpec, TrainConfig
+from ...engine.profiles import train_config
+from ...engine.run import Run, stack_models
+from ...estimators import model_risk
+from ...seeding import content_seed
+from ...engine.store import RunStore
+from ...stats import LEVEL, Estimate, fraction_diff, proportion_ci
+from ...validate import check_choice, check_float_list, check_int, check_int_list, fail
+from .grid import Cell, grid_specs
+from .outcomes import outcome_codes
+from ..seed_ranges import first_seed
+from ..sweeps import heads_sweep_specs
 
 __all__ = ["TrapSweep", "STEPS", "SWEEP", "FIRST_SEED", "trap_sweep", "trap_specs", "horizon_config", "run_outcome",
-           "outcome_table", "select", "pattern_rate", "rate_table", "trap_given", "rank_auc", "settled_steps",
-           "stored_long_runs", "summary", "anchor_plan", "anchor_specs", "anchor_outcomes", "longer_plan",
-           "longer_specs", "LONGER", "anchor_models", "continued_specs", "left_by", "test_losses"]
+           "run_outcomes", "select", "pattern_rate", "pattern_rates", "trap_given", "rank_auc", "settled_steps",
+           "stored_long_runs", "summary", "anchor_plan", "anchor_specs", "longer_plan",
+           "longer_specs", "LONGER", "continued_specs", "left_by", "test_losses"]
 
 STEPS = {"quick": 6_000, "paper": 20_000}  # the horizon: Adam steps of every run of the sweep
-FIRST_SEED = 1000  # the sweep's first seed: fresh (the other chapters use seeds below 100)
+FIRST_SEED = first_seed("trap")  # the sweep's first seed: fresh (:data:`~icl_lib.paper1.seed_ranges.SEED_RANGES`)
 # the sweep by profile: head counts, initial scales (first: PyTorch's default), Adam rates (first:
 # the paper's 1e-3), seeds per cell, seeds of the anchor cells
 SWEEP = {
@@ -183,7 +184,7 @@ def trap_specs(sweep: TrapSweep, profile: str, seed: int = FIRST_SEED, steps: in
 # ------------------------------------------------------------------------------------ the runs' outcomes
 def run_outcome(run: Run) -> dict:
     """One run's row: its seed, whether it ends in the positive/negative pattern (``pattern``: the
-    outcome ``pos/neg`` of :func:`~icl_lib.paper1.phase_outcomes.outcome_codes`, chapter 2's rules; anything
+    outcome ``pos/neg`` of :func:`~icl_lib.paper1.phase_diagram.outcomes.outcome_codes`, chapter 2's rules; anything
     else -- single-sign, or circuits not of the form (3.1) -- is the trap), its raw outcome, the step
     from which that binary outcome no longer changes (``settled``), the outcome at half the horizon
     (``pattern at half``), and the initialisation's predictors: whether
@@ -226,7 +227,7 @@ def test_losses(runs: Sequence[Run], n: int = TEST_PROMPTS) -> np.ndarray:
     return out
 
 
-def outcome_table(runs: Mapping[Cell, Sequence[Run]], losses: bool = True) -> pd.DataFrame:
+def run_outcomes(runs: Mapping[Cell, Sequence[Run]], losses: bool = True) -> pd.DataFrame:
     """One row per run (:func:`run_outcome`) with its cell's ``H``, ``lr``, ``init_scale``, ``d``,
     ``L`` and ``sigma2``, and its ``test loss`` (:func:`test_losses`; NaN without ``losses``)."""
     flat = [(c, r) for c, rs in runs.items() for r in rs]
@@ -266,7 +267,7 @@ def pattern_rate(models: pd.DataFrame, level: float = LEVEL) -> Estimate:
     return proportion_ci(int(models.pattern.sum()), len(models), level)
 
 
-def rate_table(models: pd.DataFrame) -> pd.DataFrame:
+def pattern_rates(models: pd.DataFrame) -> pd.DataFrame:
     """Per cell: seeds, seeds in the pattern and in the trap (and how many of those end with circuits
     not of the form (3.1), ``unformed``), the pattern's fraction with its exact 95 % interval, the
     median test loss (:func:`test_losses`) of the trapped seeds and of the others."""
@@ -324,7 +325,7 @@ def stored_long_runs(heads: Sequence[int] = (2, 3, 4), seeds: int = 36) -> dict[
 
 
 def summary(models: pd.DataFrame, sweep: TrapSweep, claims) -> str:
-    """Chapter 9's summary in sentences, from this build's sweep (``models``, :func:`outcome_table`)
+    """Chapter 9's summary in sentences, from this build's sweep (``models``, :func:`run_outcomes`)
     and the verdicts its ``claims`` recorded: per head count the pattern's rate at the paper's
     setting (decided in chapter 2) and at the smallest initial scale, then every other verdict of
     the chapter with its claim's words."""
@@ -361,27 +362,7 @@ def anchor_plan(heads: Sequence[int], profile: str) -> dict[Cell, int]:
 
 
 def anchor_specs(heads: Sequence[int], profile: str) -> list[RunSpec]:
-    """The runs of :func:`anchor_plan` (seeds from :data:`FIRST_SEED`, to the profile's horizon),
-    which :func:`anchor_outcomes` reads: chapter 2 counts them with its own seeds."""
+    """The runs of :func:`anchor_plan` (seeds from :data:`FIRST_SEED`, to the profile's horizon):
+    chapter 2 trains them with its setup's execution and counts them with its own seeds."""
     return grid_specs(anchor_plan(heads, profile), FIRST_SEED, horizon_config(profile))
 
-
-def anchor_models(heads: Sequence[int], profile: str, device: str = "auto") -> pd.DataFrame:
-    """One row per run of :func:`anchor_plan` (the profile's sweep at paper 1's setting: fresh
-    seeds settled by the horizon, which chapter 2 counts with its own seeds), in the columns of
-    :func:`~icl_lib.paper1.sweeps.model_table` (``H``, ``seed``, ``pattern`` by the book's one
-    definition, ``KQ off-diag``, ``OV off-last``, ...).  Found in the run cache or the store
-    (trained otherwise); empty for head counts the sweep lacks."""
-    from .sweeps import model_table
-
-    plan = anchor_plan(heads, profile)
-    if not plan:
-        return pd.DataFrame(columns=["H", "seed", "pattern", "KQ off-diag", "OV off-last"])
-    runs = train_grid(plan, FIRST_SEED, horizon_config(profile), device=device)
-    return model_table({c.H: rs for c, rs in runs.items()})
-
-
-def anchor_outcomes(heads: Sequence[int], profile: str, device: str = "auto") -> dict[int, tuple[int, int]]:
-    """``{H: (seeds in the pattern, seeds)}`` of :func:`anchor_models`."""
-    models = anchor_models(heads, profile, device)
-    return {int(H): (int((sub.pattern == "pos/neg").sum()), len(sub)) for H, sub in models.groupby("H")}
