@@ -49,7 +49,7 @@ def net_effect(changes) -> dict[str, int]:
 @dataclass(frozen=True)
 class RuleChange:
     """One change of the rule of the claims ``claims`` of chapter ``chapter`` (its notebook's name,
-    e.g. ``"02_patterns"``) on ``date`` (``YYYY-MM-DD``): ``before`` and ``after`` as the dashboard
+    ``NN_topic``) on ``date`` (``YYYY-MM-DD``): ``before`` and ``after`` as the dashboard
     prints rules (``after`` is ``"removed"`` for a claim no longer declared), ``why`` in words, and
     ``after_run``: whether a run deciding the claim had been seen when the change was made;
     ``verdicts``: per claim (or ``"old id -> new id"`` for a claim replaced), its verdict in the
@@ -75,7 +75,7 @@ class RuleChange:
 
     def __post_init__(self):
         if not re.fullmatch(r"\d{2}_[a-z0-9_]+", self.chapter):
-            fail("chapter", self.chapter, "a chapter notebook's name, e.g. '02_patterns'")
+            fail("chapter", self.chapter, "a chapter notebook's name, NN_topic")
         if not self.claims or any(not c or " " in c for c in self.claims):
             fail("claims", self.claims, "a non-empty tuple of claim ids")
         if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", self.date):

@@ -14,7 +14,7 @@ class Declaring:
     ``not_run``: declared for another profile).  Every other attribute is the Claims'."""
 
     def __init__(self, chapter: str, profile: str, device: str = "cpu", changed=()):
-        self.claims = Claims(chapter, profile, device=device, changed=changed, declared=ChapterClaims(chapter))
+        self.claims = Claims(ChapterClaims(chapter), profile, device, changed)
 
     def __getattr__(self, name):
         return getattr(self.claims, name)

@@ -297,3 +297,12 @@ def test_one_convention_for_hidden_cells():
             assert "hide-input" not in tags, (path.name, src[:60])
             if setup_cell:
                 assert tags == ["remove-input"], (path.name, src[:60])
+
+
+def test_each_chapters_name_is_written_at_most_three_times():
+    """A chapter's notebook name is written in its setup and its claims' declaration (the registries
+    derive it from them), and at most once more, in the library and its notebook together."""
+    lib = [p for p in (BOOK.parent / "icl_lib").rglob("*.py") if "__pycache__" not in p.parts]
+    for nb in sorted(BOOK.glob("[0-9][0-9]_*.ipynb")):
+        n = sum(p.read_text().count(nb.stem) for p in lib) + nb.read_text().count(nb.stem)
+        assert n <= 3, f"{nb.stem} is written {n} times"

@@ -82,3 +82,27 @@ def test_size_to_decide_shrinks_other_intervals_as_one_over_root_n():
     assert size_to_decide(Estimate(0.004, -0.02, 0.03), rule.decide, 12) is not None
     assert size_to_decide(Estimate(0.03, 0.0, 0.06), Below(0.02).decide, 10) > 10  # decided FAIL, once narrow
     assert size_to_decide(Estimate(0.1, float("-inf"), float("inf")), Below(0.2).decide, 4) is None
+
+
+def test_order_statistic_intervals_grow_to_a_size_from_the_measured_spread():
+    """A median's interval at m times its values: the measured ends at m = 1, narrower about the
+    median beyond; a claim it leaves undecided gets the size that would decide it, as do the
+    Bonferroni extreme and the hull of several estimates."""
+    import numpy as np
+    import pytest
+
+    from icl_lib.stats import envelope, extreme, median_ci, median_of, size_to_decide
+
+    x = np.random.default_rng(0).normal(0.05, 0.1, 39)
+    e = median_ci(x)
+    assert e.at_size(1) == pytest.approx((e.lo, e.hi))
+    lo4, hi4 = e.at_size(4)
+    assert e.lo < lo4 <= e.value <= hi4 < e.hi
+    positive = (lambda lo, hi: "PASS" if lo > 0 else "FAIL" if hi < 0 else "INCONCLUSIVE")
+    assert e.lo < 0 < e.value and 39 < size_to_decide(e, positive, 39) < 1000
+    m = median_of([median_ci(x + d) for d in np.linspace(-0.01, 0.01, 9)])
+    assert m.at_size(1) == pytest.approx((m.lo, m.hi)) and m.at_size(9)[1] - m.at_size(9)[0] < m.hi - m.lo
+    ext = extreme([0.02, 0.05], [0.03, 0.02], "max")
+    assert ext.at_size(1) == pytest.approx((ext.lo, ext.hi)) and ext.at_size(16)[0] > ext.lo
+    hull = envelope({"a": e, "b": ext})
+    assert hull.at_size(1) == pytest.approx((hull.lo, hull.hi)) and hull.at_size(4)[0] > hull.lo

@@ -26,6 +26,7 @@ from ..chapter import BOOK, chapter_parameters
 from ..config import RunSpec
 from ..engine.profiles import resolve_profile
 from ..engine.store import RunStore, experiment_key, holds_all
+from ..chapters.ode import OdeSetup
 from ..chapters import SETUPS, ChapterSetup
 from ..validate import check_choice
 from .records import served
@@ -78,11 +79,11 @@ def unique_specs(plan: dict[str, list[RunSpec]]) -> list[RunSpec]:
 # repetitions and iterations) had not finished after 28 minutes there (one core; stopped in its
 # six-method comparison, cell 26 of 80), beyond the ~15 minutes a CPU build of the paper profile
 # may take, so the published book shows its quick profile.
-CPU_PAPER_CHAPTERS = ("04_ode_phases",)
+CPU_PAPER_CHAPTERS = (OdeSetup.chapter,)
 
 
 def published_profiles(chapters, book: str | Path = BOOK, store: RunStore | None = None) -> dict[str, str]:
-    """The profile in which each of ``chapters`` (notebook names, e.g. ``"02_patterns"``) is built
+    """The profile in which each of ``chapters`` (notebook names, ``NN_topic``) is built
     for the published book (``ICL_BOOK_PROFILE=stored make book``, as CI builds it), so that the
     CPU build trains nothing: ``paper`` for a chapter that trains when the run store holds every
     run of its paper plan, for the chapters of :data:`CPU_PAPER_CHAPTERS`, and for a chapter with a

@@ -36,6 +36,10 @@ from pathlib import Path
 
 import torch
 
+from ..chapters import DynamicsSetup, PhaseDiagramSetup, ProblemSetup
+from ..chapters.convergence import ConvergenceSetup
+from ..chapters.ode import OdeSetup
+from ..claimsets import modules
 from ..definitions import DEFINITIONS, ENV, label
 from ..engine.profiles import SETTINGS
 from ..validate import check_choice
@@ -74,7 +78,7 @@ class Recorded:
 # cover every icl_lib module that paper2 and those figures import (engine.profiles is covered by
 # the settings entry it reads).
 RECORDED: dict[str, Recorded] = {
-    "08_preconditioned_convergence": Recorded(
+    ConvergenceSetup.chapter: Recorded(
         profile="paper",
         modules=("paper2/__init__.py", "paper2/algorithms.py", "paper2/data.py", "paper2/dimension.py",
                  "paper2/experiment_fits.py", "paper2/experiments.py", "paper2/fits.py", "paper2/lemmas.py",
@@ -98,13 +102,12 @@ RECORDED: dict[str, Recorded] = {
 # definitions of a live head and of the form (3.1); chapter 3, which reads the form along training,
 # also under the band's.
 _CIRCUITS = ("live-head", "live-tol", "shape-tol")
-for _name in ("01_setup", "02_patterns", "03_two_stage_dynamics", "04_ode_phases", "05_optimality",
-              "06_anisotropic", "07_multitask", "09_phase_diagram"):
+for _name in (c for c in modules() if c not in RECORDED):
     RECORDED[_name] = Recorded(profile="paper", modules=None, settings=("paper1.train",),
                                excluded=("paper2/", "chapters/convergence.py"),
-                               notebook=_name == "09_phase_diagram",
-                               definitions=(() if _name in ("01_setup", "04_ode_phases") else
-                                            _CIRCUITS + ("kind-band",) if _name == "03_two_stage_dynamics"
+                               notebook=_name == PhaseDiagramSetup.chapter,
+                               definitions=(() if _name in (ProblemSetup.chapter, OdeSetup.chapter) else
+                                            _CIRCUITS + ("kind-band",) if _name == DynamicsSetup.chapter
                                             else _CIRCUITS))
 RECORDED = dict(sorted(RECORDED.items()))
 # The library's folders that neither compute a chapter's numbers nor decide its claims: the book's
@@ -191,13 +194,13 @@ def modules_of(chapter: str, root: str | Path | None = None) -> tuple[str, ...]:
     (``chapters/<topic>.py``, the one module a chapter imports), its claims' declarations and the
     claims machinery, and every module they import at any depth -- but :data:`NOT_DECIDING` (the
     figures decide a record whose executed notebook the book serves)."""
-    from ..claimsets import MODULES
+
 
     name = select(chapter)
     spec = RECORDED[name]
     if spec.modules is not None:
         return spec.modules
-    topic = MODULES[name]
+    topic = modules()[name]
     mods = import_closure([f"chapters/{topic}.py", f"claimsets/{topic}.py", "claimsets/__init__.py",
                            "claims/__init__.py"], root)
     keep = (lambda m: not m.startswith(NOT_DECIDING) or (spec.notebook and m.startswith("figures/")))

@@ -1,4 +1,4 @@
-"""Chapter 6's setup (``06_anisotropic``): anisotropic covariates (paper 1, Appendix B.3), two-head
+"""Chapter 6's setup: anisotropic covariates (paper 1, Appendix B.3), two-head
 models trained on KMS covariances ``rho^|i-j|``.
 
 The module is chapter 6's one entry point: the chapter imports it alone (``ch``), and its
@@ -16,9 +16,7 @@ from .fields import paper1_fields
 
 # Every library name chapter 6's code uses, so that the chapter imports this module alone.
 from .. import figures
-from ..chapter import changed_parameters
 from ..circuits import effective_preconditioner
-from ..claims import Claims
 from ..config import DataConfig
 from ..engine import train_groups
 from ..paper1.anisotropic.experiment import pos_neg_runs, training_summary
@@ -48,7 +46,7 @@ from ..paper1.anisotropic.preconditioner import optimal_preconditioner, referenc
 from ..stats import median_ci, ratio
 
 __all__ = [
-    "SEEDS", "AnisotropicSetup", "b3_estimates", "changed_parameters", "circuit_table", "Claims", "DataConfig",
+    "SEEDS", "AnisotropicSetup", "b3_estimates", "circuit_table", "DataConfig",
     "distance_sweep", "effective_preconditioner", "figures", "head_split_histories", "initial_spread_rival",
     "inverse_distances", "length_losses", "loss_estimates", "loss_summary", "median_ci", "optimal_preconditioner",
     "ov_magnitude_estimate", "ov_magnitude_rival", "ov_magnitudes", "paired_losses", "plain_gd_rival",

@@ -8,10 +8,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable, ClassVar, Hashable, Mapping, Sequence
 
-from ..config import DEVICES, RunSpec, resolve_device
+import torch
+
+from ..chapter import changed_parameters
+from ..claims import Claims
+from ..claimsets import declared
+from ..config import RunSpec, resolve_device
 from ..engine.execution import Execution
-from ..engine.profiles import PROFILES, resolve_profile
-from ..validate import check_choice, check_int
+from ..engine.profiles import resolve_profile
+from ..validate import check_int
 
 __all__ = ["SEED_MAX", "ChapterSetup", "check_seed", "resolve_common", "flat", "grouped", "split"]
 
@@ -34,9 +39,8 @@ def resolve_common(profile, seed, device, span: int = 1) -> tuple[str, int, str]
     resolved to the one the chapter runs on (``"cpu"`` or ``"cuda"``; ``"cuda"`` needs a GPU), the
     profile to ``"quick"`` or ``"paper"`` on it (:func:`~icl_lib.engine.profiles.resolve_profile`)
     and the seed checked by :func:`check_seed`."""
-    check_choice("profile", profile, PROFILES)
-    device = resolve_device(check_choice("device", device, DEVICES)).type
-    return resolve_profile(profile, device), check_seed(seed, span), device
+    device = resolve_device(device).type  # checks it
+    return resolve_profile(profile, device), check_seed(seed, span), device  # checks the profile
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ class ChapterSetup:
     trains those groups and the book's plan (:mod:`icl_lib.book.plan`) lists them.
     """
 
-    chapter: ClassVar[str] = ""  # the chapter's notebook, e.g. "02_patterns"
+    chapter: ClassVar[str] = ""  # the chapter's notebook's name (NN_topic)
 
     profile: str
     seed: int
@@ -63,7 +67,14 @@ class ChapterSetup:
         """Where and how the chapter's runs train: :attr:`device` with the engine's choices for it
         (draw-ahead, CUDA graphs from ``ICL_CUDA_GRAPH``, compilation, the CPU backend), resolved
         once; the chapter hands it to :func:`~icl_lib.engine.training.train_groups`."""
-        return Execution.resolve(self.device, "auto", None, backend="auto")
+        return Execution.resolve(torch.device(self.device), "auto", None, backend="auto")
+
+    def claims(self, namespace: Mapping) -> Claims:
+        """The chapter's claims collector (:class:`~icl_lib.claims.Claims`): the claims declared for
+        it (:mod:`icl_lib.claimsets`), decided in this setup's profile on its device, and the
+        parameters this run set away from the chapter's own (``namespace``: the chapter's
+        ``globals()`` in its validation cell; :func:`~icl_lib.chapter.changed_parameters`)."""
+        return Claims(declared(self.chapter), self.profile, self.device, changed_parameters(self.chapter, namespace))
 
     @classmethod
     def from_parameters(cls, **parameters) -> "ChapterSetup":  # pragma: no cover - every subclass has its own

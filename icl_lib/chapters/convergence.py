@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..chapter import changed_parameters
-from ..claims import Claims
 from ..figures.curves import (
     kappa_rate_figure,
     loglog_positive_points,
@@ -75,7 +73,7 @@ __all__ = [
     "manifold_point", "whitened_perturbation",
     # its figures, intervals, claims and seeds
     "kappa_rate_figure", "loglog_positive_points", "method_comparison_figure", "population_gap_figure",
-    "saddle_figure", "affine", "proportion_ci", "Claims", "changed_parameters", "derive_seed", "generator",
+    "saddle_figure", "affine", "proportion_ci", "derive_seed", "generator",
     "__version__",
 ]
 

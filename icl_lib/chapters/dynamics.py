@@ -1,4 +1,4 @@
-"""Chapter 3's setup (``03_two_stage_dynamics``): the two-stage dynamics of paper 1, Section 4
+"""Chapter 3's setup: the two-stage dynamics of paper 1, Section 4
 (4.1, 4.2), read from chapter 2's head sweep, and gradient descent on the approximate loss (4.1).
 
 The module is chapter 3's one entry point: the chapter imports it alone (``ch``), and its
@@ -18,8 +18,6 @@ from .patterns import SWEEP_EXTENSION
 
 # Every library name chapter 3's code uses, so that the chapter imports this module alone.
 from .. import figures
-from ..chapter import changed_parameters
-from ..claims import Claims
 from ..engine import train_groups
 from ..estimators import optimal_eta_vanilla
 from ..paper1 import approx_error
@@ -57,7 +55,7 @@ from ..stats import affine, median_ci, proportion_ci, sign_fraction
 
 __all__ = [
     "SEEDS", "DynamicsSetup", "affine", "approx_error", "approx_gd_sweep", "ApproxGDConfig", "ApproxLossConfig",
-    "attention_norm_study", "changed_parameters", "Claims", "derive_seed", "figures", "gd_estimates", "gd_stages",
+    "attention_norm_study", "derive_seed", "figures", "gd_estimates", "gd_stages",
     "gd_statistics", "history_grid", "landscape_mc", "landscape_statistics", "median_ci", "norm_estimates",
     "norm_statistics",
     "observation_runs", "observation_summary", "observation_table", "one_head_optimum", "optimal_eta_vanilla",

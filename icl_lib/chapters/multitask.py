@@ -1,4 +1,4 @@
-"""Chapter 7's setup (``07_multitask``): multi-task regression (paper 1, Appendix B.4), the head
+"""Chapter 7's setup: multi-task regression (paper 1, Appendix B.4), the head
 sweep on tasks with supports ``S_n``.
 
 The module is chapter 7's one entry point: the chapter imports it alone (``ch``), and its
@@ -17,8 +17,6 @@ from .fields import paper1_fields
 
 # Every library name chapter 7's code uses, so that the chapter imports this module alone.
 from .. import figures
-from ..chapter import changed_parameters
-from ..claims import Claims
 from ..engine import describe_sources, train_groups
 from ..paper1.multitask.head_modes import (
     classify_mode,
@@ -50,7 +48,7 @@ from ..seeding import derive_seed
 from ..stats import envelope, largest, proportion_ci, smallest
 
 __all__ = [
-    "MultitaskSetup", "changed_parameters", "check_supports", "Claims", "classify_mode", "coordinate_groups",
+    "MultitaskSetup", "check_supports", "classify_mode", "coordinate_groups",
     "derive_seed", "describe_sources", "effective_gamma", "envelope", "expected_mode", "figures",
     "gamma_off_estimates", "global_pattern_estimates", "global_pattern_table", "largest", "loss_gap_estimates",
     "max_bayes_draws", "mode_estimates", "mode_history_fractions", "optimal_gamma_shared", "paper_mode_table",

@@ -1,4 +1,4 @@
-"""Chapter 4's setup (``04_ode_phases``) and its one entry point: the two-head gradient flow of
+"""Chapter 4's setup and its one entry point: the two-head gradient flow of
 the approximate loss (4.1) at two covariate dimensions (paper 1, Section 4.2 and Appendix D,
 Figures 21 and 22).  The chapter trains no model: the flow is solved on the CPU in float64 and
 nothing in it is random, so both profiles compute the same."""
@@ -14,12 +14,10 @@ from .base import ChapterSetup, resolve_common
 
 # Every library name chapter 4's code uses, so that the chapter imports this module alone.
 from .. import figures
-from ..chapter import changed_parameters
-from ..claims import Claims
 from ..paper1 import ode
 from ..version import __version__
 
-__all__ = ["OdeSetup", "Claims", "changed_parameters", "figures", "ode", "__version__"]
+__all__ = ["OdeSetup", "figures", "ode", "__version__"]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Chapter 5's setup (``05_optimality``): what the trained model computes (paper 1, Section 4.3,
+"""Chapter 5's setup: what the trained model computes (paper 1, Section 4.3,
 Theorem 4.2, Appendices B.1 and B.2): chapter 2's head sweep, the two-head attention variants and
 two-head models in the proportional regime.
 
@@ -20,8 +20,6 @@ from .patterns import SWEEP_EXTENSION
 
 # Every library name chapter 5's code uses, so that the chapter imports this module alone.
 from .. import estimators as est, figures, stats
-from ..chapter import changed_parameters
-from ..claims import Claims
 from ..engine import stack_models, train, train_groups
 from ..paper1.optimality.activations import (activation_rates, activation_table, coefficient_spread, pattern_estimate,
                                              rate_spread_estimate)
@@ -65,7 +63,7 @@ from ..seeding import derive_seed
 __all__ = [
     "SEEDS", "OptimalitySetup", "activation_rates", "activation_table", "ACTIVATIONS_B2", "bayes_limit_estimate",
     "coefficient_spread",
-    "bayes_ratio_grid", "changed_parameters", "Claims", "closed_form_checks", "derive_seed", "est", "figures",
+    "bayes_ratio_grid", "closed_form_checks", "derive_seed", "est", "figures",
     "gap_estimate", "gap_values", "group_errors", "kept_variants", "labelled", "LABELS", "learned_rate",
     "length_curves", "length_estimates", "length_table", "linear_estimates", "linear_vs_softmax",
     "linearisation_curves", "linearised", "median_abs_omega", "median_curves", "off_diagonal_mass",

@@ -1,4 +1,4 @@
-"""Chapter 2's setup (``02_patterns``): the head sweep of paper 1, Section 3, the runs with other
+"""Chapter 2's setup: the head sweep of paper 1, Section 3, the runs with other
 optimiser settings (Appendix C.1) and, in the paper profile, chapter 9's anchor cells.
 
 The module is chapter 2's one entry point: the chapter imports it alone (``ch``), and its
@@ -18,15 +18,13 @@ from .fields import paper1_fields
 
 # Every library name chapter 2's code uses, so that the chapter imports this module alone.
 from .. import estimators as est, figures, stats
-from ..chapter import changed_parameters
-from ..claims import Claims
 from ..engine import describe_sources, stack_models, train_groups
 from ..paper1 import sensitivity as sens, sweeps
 from ..seeding import derive_seed
 from ..stats import median_ci, proportion_ci
 
 __all__ = [
-    "SEEDS", "SWEEP_EXTENSION", "PatternsSetup", "changed_parameters", "Claims", "derive_seed", "describe_sources", "est", "figures",
+    "SEEDS", "SWEEP_EXTENSION", "PatternsSetup", "derive_seed", "describe_sources", "est", "figures",
     "median_ci", "proportion_ci", "sens", "stack_models", "stats", "sweeps", "train_groups",
 ]
 

@@ -1,4 +1,4 @@
-"""Chapter 9's setup (``09_phase_diagram``): beyond the papers, the single-sign trap (how often
+"""Chapter 9's setup: beyond the papers, the single-sign trap (how often
 training misses paper 1's positive/negative pattern of Sections 3, 4.2 and C.1) and the grid of
 where each solution emerges.
 
@@ -19,8 +19,6 @@ from .base import ChapterSetup, resolve_common
 
 # Every library name chapter 9's code uses, so that the chapter imports this module alone.
 from .. import figures, stats
-from ..chapter import changed_parameters
-from ..claims import Claims
 from ..config import DataConfig
 from ..engine import describe_sources, train, train_config, train_groups
 from ..paper1.phase_diagram import grid, mechanism, trap
@@ -55,7 +53,7 @@ from ..stats import fraction_diff, proportion_ci
 
 __all__ = [
     "PhaseDiagramSetup", "approx_gd", "ApproxGDConfig", "ApproxLossConfig", "attach_losses", "AXIS_CLAIMS",
-    "axis_law", "AXIS_UNITS", "cell_table", "changed_parameters", "Claims", "DataConfig", "derive_seed",
+    "axis_law", "AXIS_UNITS", "cell_table", "DataConfig", "derive_seed",
     "describe_sources", "figures", "fraction_diff", "init_ceiling", "MIN_CELL_RUNS", "grid_models",
     "outcome_matrix", "outcome_counts", "grid", "predictor_vs_ceiling", "proportion_ci", "rate_estimates",
     "stationarity_study", "stats", "switch_effects", "mechanism", "time_panels", "time_scaling", "train", "train_config",

@@ -1,4 +1,4 @@
-"""Chapter 1's setup (``01_setup``): the data model and the attention model of paper 1, Section 2,
+"""Chapter 1's setup: the data model and the attention model of paper 1, Section 2,
 and the one model the chapter trains.
 
 The module is chapter 1's one entry point: the chapter imports it alone (``ch``), and its
@@ -16,8 +16,6 @@ from .fields import paper1_fields
 
 # Every library name chapter 1's code uses, so that the chapter imports this module alone.
 from .. import estimators as est, figures, seeding, stats
-from ..chapter import changed_parameters
-from ..claims import Claims
 from ..config import resolve_device
 from ..data import sample_batch
 from ..engine import train
@@ -27,7 +25,7 @@ from ..seeding import derive_seed
 from ..version import __version__
 
 __all__ = [
-    "ProblemSetup", "__version__", "AttentionEnsemble", "changed_parameters", "Claims", "derive_seed", "est",
+    "ProblemSetup", "__version__", "AttentionEnsemble", "derive_seed", "est",
     "figures", "kernel_regression_predict", "reparam_circuits", "resolve_device", "sample_batch", "seeding",
     "stats", "train",
 ]

@@ -151,7 +151,8 @@ def _whole(whole) -> str:
 def _design(rule, estimate, n: int | None, unit: str) -> str:
     """The best a fraction's ``n`` can show (every unit agreeing), against the rule: whether the
     design can decide the claim at all."""
-    if not n or estimate.at_size is None or not 0.0 <= estimate.value <= 1.0 or isinstance(rule, str):
+    if (not n or estimate.at_size is None or not 0.0 <= estimate.value <= 1.0 or isinstance(rule, str)
+            or "order-statistic" in estimate.what):  # a median, not a fraction
         return ""
     from ..stats import proportion_ci
 
@@ -181,9 +182,10 @@ def _lean(rule, estimate) -> str:
 
 def _extrapolates(estimate) -> bool:
     """Whether growing ``estimate``'s units shrinks its interval as :func:`~icl_lib.stats.size_to_decide`
-    assumes: exact for fractions (``at_size``), a guide for t, normal and score intervals and
-    fitted slopes; not for order-statistic intervals (medians), whose ends can lie in another
-    mode of the seeds, nor for a hull or bound of several intervals."""
+    assumes: where the estimate knows its interval at another size (``at_size``: exact for
+    fractions, the measured spread's quantiles for the order-statistic interval of a median), and a
+    guide for t, normal and score intervals and fitted slopes; not for a hull or bound of several
+    intervals."""
     if estimate.at_size is not None:
         return True
     what = estimate.what

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import torch
 
-from ..config import DEVICES, resolve_device
 from ..definitions import active
-from ..validate import check_choice
 from ..version import __version__
 from .decision import (
     _known_in, _source, _population, _rivals, _rival, _reading_alternatives,
@@ -111,20 +109,16 @@ class Claims:
     claims are declared for, and :meth:`report` fails on a FAIL the chapter does not report (as
     CI and nbval run it); with some, a reader's re-run, :meth:`report` prints every verdict and
     finishes, and the summary says that the claims were declared for other parameters.
-    ``declared``: the claims to decide (a :class:`~icl_lib.claims.spec.ChapterClaims`); by
-    default the chapter's own, from :mod:`icl_lib.claimsets`."""
+    ``declared``: the chapter's claims to decide (a :class:`~icl_lib.claims.spec.ChapterClaims`,
+    which names the chapter); ``profile`` and ``device``: where the chapter runs, resolved already
+    (``"quick"`` or ``"paper"``, ``"cpu"`` or ``"cuda"``).  A chapter's setup builds it
+    (:meth:`~icl_lib.chapters.base.ChapterSetup.claims`), handing down what it resolved."""
 
-    def __init__(self, chapter: str, profile: str, device: str = "auto", changed=(), declared=None):
-        check_choice("device", device, DEVICES)
-        check_choice("profile", profile, PROFILES)
-        self.chapter, self.profile, self.device = chapter, profile, device
+    def __init__(self, declared, profile: str, device: str, changed=()):
+        self.declared = declared
+        self.chapter, self.profile, self.device = declared.chapter, profile, device
         self.changed = tuple(changed)
         self.items: list[Claim] = []
-        if declared is None:
-            from ..claimsets import declared as chapter_claims  # the chapter's claims as data
-
-            declared = chapter_claims(chapter)
-        self.declared = declared
 
     def _add(self, claim: Claim) -> None:
         if any(c.cid == claim.cid for c in self.items):
@@ -362,11 +356,7 @@ def _cell_number() -> int | None:
 
 
 def _device_name(device: str) -> str:
-    """``cpu``, or ``cuda (<GPU name>)``, for the device that ``device`` resolves to."""
-    try:
-        dev = resolve_device(device)
-    except ValueError:  # e.g. device="cuda" where there is none: say what was asked for
-        return str(device)
-    if dev.type == "cuda":
-        return f"cuda ({torch.cuda.get_device_name(dev)})"
-    return dev.type
+    """``cpu``, or ``cuda (<GPU name>)``, for the resolved ``device`` the chapter ran on."""
+    if device == "cuda" and torch.cuda.is_available():
+        return f"cuda ({torch.cuda.get_device_name(0)})"
+    return str(device)

@@ -137,7 +137,7 @@ class ClaimSpec:
 
 @dataclass(frozen=True)
 class ChapterClaims:
-    """Every claim of one chapter (its notebook's name, e.g. ``"02_patterns"``), in order."""
+    """Every claim of one chapter (its notebook's name, ``NN_topic``), in order."""
 
     chapter: str
     specs: tuple[ClaimSpec, ...] = field(default_factory=tuple)

@@ -11,38 +11,30 @@ records read the same declarations.  :func:`declared` finds a chapter's.
 from __future__ import annotations
 
 import importlib
+import pkgutil
+from functools import cache
 
 from ..claims.spec import ChapterClaims
 
-__all__ = ["MODULES", "declared", "every_chapter"]
-
-# chapter notebook -> its module here
-MODULES = {
-    "01_setup": "problem",
-    "02_patterns": "patterns",
-    "03_two_stage_dynamics": "dynamics",
-    "04_ode_phases": "ode",
-    "05_optimality": "optimality",
-    "06_anisotropic": "anisotropic",
-    "07_multitask": "multitask",
-    "08_preconditioned_convergence": "convergence",
-    "09_phase_diagram": "phase_diagram",
-}
+__all__ = ["declared", "every_chapter", "modules"]
 
 
-def declared(chapter: str) -> ChapterClaims:
-    """The claims declared for ``chapter`` (its notebook's name); none for a chapter not listed."""
-    if chapter not in MODULES:
-        return ChapterClaims(chapter)
-    return importlib.import_module(f"{__name__}.{MODULES[chapter]}").CLAIMS
+@cache
+def modules() -> dict[str, str]:
+    """``{chapter: module}``: the module here that declares each chapter's claims (named as the
+    chapter's setup in :mod:`icl_lib.chapters`), by the chapter its ``CLAIMS`` names (the notebook's
+    name, written once, in its ``ChapterClaims``), in the book's order."""
+    found = {importlib.import_module(f"{__name__}.{info.name}").CLAIMS.chapter: info.name
+             for info in pkgutil.iter_modules(__path__)}
+    return dict(sorted(found.items()))
 
 
 def every_chapter() -> dict[str, ChapterClaims]:
-    """``{chapter: its claims}`` for every chapter of :data:`MODULES` whose module exists."""
-    out = {}
-    for chapter, name in MODULES.items():
-        try:
-            out[chapter] = importlib.import_module(f"{__name__}.{name}").CLAIMS
-        except ModuleNotFoundError:
-            continue
-    return out
+    """``{chapter: its claims}`` for every chapter of :func:`modules`."""
+    return {chapter: importlib.import_module(f"{__name__}.{name}").CLAIMS for chapter, name in modules().items()}
+
+
+def declared(chapter: str) -> ChapterClaims:
+    """The claims declared for ``chapter`` (its notebook's name); none for a chapter without any."""
+    found = modules().get(chapter)
+    return importlib.import_module(f"{__name__}.{found}").CLAIMS if found else ChapterClaims(chapter)

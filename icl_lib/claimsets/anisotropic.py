@@ -1,4 +1,4 @@
-"""Chapter 6's claims (``06_anisotropic``): anisotropic covariates (paper 1, B.3).
+"""Chapter 6's claims: anisotropic covariates (paper 1, B.3).
 
 Quotes are paper 1's words; ``[·]`` marks mathematics its text lost (a short parenthesis of the
 book may follow).  The claims on the positive/negative models are decided on the models in that

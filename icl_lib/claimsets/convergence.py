@@ -1,4 +1,4 @@
-"""Chapter 8's claims (``08_preconditioned_convergence``): paper 2's preconditioned gradient descent.
+"""Chapter 8's claims: paper 2's preconditioned gradient descent.
 
 Quotes are paper 2's words (``[·]`` marks mathematics its text lost; a short parenthesis of the book
 may follow).  Chapter 8 trains no network: every claim is measured on problems drawn by the chapter

@@ -1,4 +1,4 @@
-"""Chapter 3's claims (``03_two_stage_dynamics``): the training dynamics of paper 1, Sections 3, 4.1, 4.2 and C.4.
+"""Chapter 3's claims: the training dynamics of paper 1, Sections 3, 4.1, 4.2 and C.4.
 
 The claims that describe the pattern's dynamics are decided on the runs that formed it (the
 positive/negative pattern at the end), and each prints how many runs it leaves out: whether the

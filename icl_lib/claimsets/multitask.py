@@ -1,4 +1,4 @@
-"""Chapter 7's claims (``07_multitask``): several tasks (paper 1, B.4 and C.3).
+"""Chapter 7's claims: several tasks (paper 1, B.4 and C.3).
 
 Quotes are paper 1's words; ``[·]`` marks mathematics its text lost (a short parenthesis of the book
 may follow).  The paper shows one model per head count: its modes are read as figures of one run

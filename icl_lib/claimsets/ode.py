@@ -1,4 +1,4 @@
-"""Chapter 4's claims (``04_ode_phases``): the gradient flow of (4.1) and its three phases (paper 1, App. D).
+"""Chapter 4's claims: the gradient flow of (4.1) and its three phases (paper 1, App. D).
 
 The flows are solved numerically and are deterministic: each interval is the solved value itself.
 Quotes are paper 1's words (``[·]`` marks mathematics its text lost; a short parenthesis of the book

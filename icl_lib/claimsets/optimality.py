@@ -1,4 +1,4 @@
-"""Chapter 5's claims (``05_optimality``): what the trained models implement, and how well (paper 1, §3, §4.3, B.1, B.2, F).
+"""Chapter 5's claims: what the trained models implement, and how well (paper 1, §3, §4.3, B.1, B.2, F).
 
 Quotes are paper 1's words; ``[·]`` marks mathematics its text lost.  The claims on the
 positive/negative models are decided on the seeds in that pattern, the seeds left out printed.

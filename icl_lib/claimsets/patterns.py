@@ -1,4 +1,4 @@
-"""Chapter 2's claims (``02_patterns``): the trained circuits of paper 1, Section 3 and C.1.
+"""Chapter 2's claims: the trained circuits of paper 1, Section 3 and C.1.
 
 Quotes are paper 1's words; ``[·]`` marks mathematics its text lost.
 """

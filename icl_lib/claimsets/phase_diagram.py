@@ -1,4 +1,4 @@
-"""Chapter 9's claims (``09_phase_diagram``): beyond the papers, the single-sign trap.
+"""Chapter 9's claims: beyond the papers, the single-sign trap.
 
 Written before the runs that decide them (the ``written`` date of each).
 """

@@ -1,4 +1,4 @@
-"""Chapter 1's claims (``01_setup``): the problem, the data and the classical predictors (paper 1, §2, App. F)."""
+"""Chapter 1's claims: the problem, the data and the classical predictors (paper 1, §2, App. F)."""
 
 from __future__ import annotations
 

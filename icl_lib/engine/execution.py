@@ -158,7 +158,8 @@ class Execution:
         backend: str = "auto", here: bool = True,
     ) -> "Execution":
         """Resolve ``"auto"`` choices for this machine and check the rest (``device``: ``"cpu"``,
-        ``"cuda"`` or ``"auto"``, always named by the caller).
+        ``"cuda"`` or ``"auto"``, always named by the caller, or a ``torch.device`` resolved
+        already, taken as it is).
 
         ``graph=None`` reads the environment variable ``ICL_CUDA_GRAPH`` (``1``: on, CUDA only).
         ``here=False`` resolves it for workers elsewhere (a Dask cluster's:
@@ -166,7 +167,9 @@ class Execution:
         machine (``"auto"`` is still this machine's choice, and the environment read is this
         machine's); each worker resolves :meth:`settings` again, which checks its device.
         """
-        if here or device == "auto":
+        if isinstance(device, torch.device):  # resolved already (a chapter setup's): used as it is
+            dev = device
+        elif here or device == "auto":
             dev = resolve_device(device)
         else:
             dev = torch.device(check_choice("device", device.type if isinstance(device, torch.device) else device,

@@ -21,7 +21,7 @@ import dataclasses
 import os
 
 from ..config import TrainConfig, resolve_device
-from ..validate import check_choice
+from ..validate import check_choice, fail
 
 __all__ = ["PROFILES", "SETTINGS", "resolve_profile", "profile_settings", "train_config"]
 
@@ -53,7 +53,10 @@ def resolve_profile(profile: str, device: str) -> str:
 def profile_settings(experiment: str, profile: str) -> dict:
     """A copy of ``experiment``'s settings in ``profile`` (``quick`` or ``paper``)."""
     check_choice("experiment", experiment, tuple(SETTINGS))
-    return dict(SETTINGS[experiment][check_choice("profile", profile, PROFILES[1:])])
+    settings = SETTINGS[experiment].get(profile)  # a resolved profile, checked where it was resolved
+    if settings is None:
+        fail("profile", profile, f"one of {PROFILES[1:]} (resolved: resolve_profile)")
+    return dict(settings)
 
 
 def train_config(profile: str, **overrides) -> TrainConfig:

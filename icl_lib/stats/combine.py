@@ -25,6 +25,7 @@ Each returns an :class:`~icl_lib.stats.estimate.Estimate` (or a value with its s
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, Mapping, Sequence
 
@@ -34,7 +35,8 @@ from scipy import stats as sps
 
 from ..validate import check_float, fail
 from .estimate import LEVEL, Estimate
-from .intervals import mean_ci, median_ci
+from .decide import interval_at
+from .intervals import mean_ci, median_ci, order_interval_at, order_rank
 
 __all__ = [
     "extreme",
@@ -84,7 +86,9 @@ def extreme(values, ses, kind: str = "max", df=None, level: float = LEVEL, what:
     else:
         fail("kind", kind, "one of 'max', 'min', 'absmax'")
     label = what or f"{kind} of {v.size}"
+    # with m times as many units each standard error shrinks as 1 / sqrt(m), the values kept (a guide)
     return Estimate(float(val), float(a), float(b), level, f"{label}, Bonferroni-simultaneous intervals",
+                    at_size=lambda m: extreme(v, s / math.sqrt(m), kind, df, level, what).interval,
                     at_level=lambda lv: extreme(values, ses, kind, df, lv, what))
 
 
@@ -138,16 +142,6 @@ def _extreme_of_intervals(values, lo, hi, kind: str, what: str) -> Estimate:
     return Estimate(float(pick(v)), float(pick(a)), float(pick(b)), LEVEL, f"{what}, Bonferroni-simultaneous intervals")
 
 
-def _rank(n: int, level: float) -> int:
-    """The ``k`` of :func:`~icl_lib.stats.median_ci` for ``n`` values: the largest ``k <= n // 2``
-    with ``P(Bin(n, 1/2) <= k - 1) <= (1 - level) / 2``, so that ``[x_(k), x_(n+1-k)]`` covers the
-    median with probability at least ``level`` (0: no such interval)."""
-    k = 0
-    while k + 1 <= n // 2 and sps.binom.cdf(k, n, 0.5) <= (1 - level) / 2:
-        k += 1
-    return k
-
-
 def median_of(estimates: Sequence[Estimate], level: float = LEVEL) -> Estimate:
     """The median over seeds of per-seed estimates (e.g. each model's paired excess risk on the
     shared test set): the median of their values, with the order-statistic interval of
@@ -160,13 +154,13 @@ def median_of(estimates: Sequence[Estimate], level: float = LEVEL) -> Estimate:
         fail("estimates", estimates, "a non-empty sequence of Estimates")
     level = check_float("level", level, 0.0, 1.0, True, True)
     n = len(estimates)
-    k = _rank(n, level)
+    k = order_rank(n, level)
     lows = sorted(e.lo for e in estimates)
     highs = sorted(e.hi for e in estimates)
     lo, hi = (lows[k - 1], highs[n - k]) if k >= 1 else (-math.inf, math.inf)
     value = float(np.median([e.value for e in estimates]))
     return Estimate(value, float(lo), float(hi), level, f"median of {n} seeds, order-statistic interval of "
-                    "the seeds' own intervals",
+                    "the seeds' own intervals", at_size=functools.partial(order_interval_at, lows, highs, level),
                     at_level=lambda lv: median_of([e.at(_split(lv, 2)) for e in estimates], _split(lv, 2)))
 
 
@@ -266,8 +260,12 @@ def envelope(estimates: Mapping) -> Estimate:
     if not e:
         fail("estimates", estimates, "at least one Estimate")
     far = max(e, key=lambda x: abs(x.value))
+    def at_size(m):  # the hull of each estimate's interval at that size (interval_at)
+        ends = [interval_at(x, m) for x in e]
+        return min(lo for lo, _ in ends), max(hi for _, hi in ends)
+
     return Estimate(far.value, min(x.lo for x in e), max(x.hi for x in e), e[0].level,
-                    f"hull of {len(e)}: " + ", ".join(f"{k}" for k in estimates),
+                    f"hull of {len(e)}: " + ", ".join(f"{k}" for k in estimates), at_size=at_size,
                     at_level=lambda lv: envelope({k: x.at(lv) for k, x in estimates.items()}))
 
 

@@ -31,7 +31,7 @@ from scipy import stats as sps
 from ..validate import check_float, check_int, fail
 from .estimate import LEVEL, Estimate
 
-__all__ = ["median_ci", "mean_ci", "proportion_ci", "sign_fraction", "paired_diff", "fraction_diff", "mean_se_from_sums",
+__all__ = ["median_ci", "order_rank", "order_interval_at", "mean_ci", "proportion_ci", "sign_fraction", "paired_diff", "fraction_diff", "mean_se_from_sums",
            "censored_median_ci", "linear_slope", "loglog_slope"]
 
 
@@ -50,12 +50,39 @@ def median_ci(x: Sequence[float], level: float = LEVEL) -> Estimate:
     a = np.sort(_finite("x", x))
     level = check_float("level", level, 0.0, 1.0, True, True)
     n = len(a)
-    k = 0  # the largest k with P(B <= k - 1) <= (1 - level) / 2, B ~ Bin(n, 1/2)
-    while k + 1 <= n // 2 and sps.binom.cdf(k, n, 0.5) <= (1 - level) / 2:
-        k += 1
+    k = order_rank(n, level)
     lo, hi = (a[k - 1], a[n - k]) if k >= 1 else (-math.inf, math.inf)
     return Estimate(float(np.median(a)), float(lo), float(hi), level, f"median of {n}, order-statistic interval",
+                    at_size=functools.partial(order_interval_at, a, a, level),
                     at_level=functools.partial(median_ci, a))
+
+
+def order_rank(n: int, level: float = LEVEL) -> int:
+    """The rank ``k`` of the order-statistic interval ``[x_(k), x_(n+1-k)]`` of a median of ``n``
+    values at ``level``: the largest ``k`` with ``P(B <= k - 1) <= (1 - level) / 2``, ``B ~ Bin(n,
+    1/2)``; 0 when ``n`` is too small to bound the median."""
+    k = 0
+    while k + 1 <= n // 2 and sps.binom.cdf(k, n, 0.5) <= (1 - level) / 2:
+        k += 1
+    return k
+
+
+def order_interval_at(lows: Sequence[float], highs: Sequence[float], level: float, m: float) -> tuple[float, float]:
+    """The order-statistic interval of a median (:func:`median_ci`, and of the seeds' own intervals,
+    :func:`~icl_lib.stats.median_of`) with ``m`` times as many values drawn from the same spread:
+    with ``N = m n`` values its ranks ``k`` and ``N + 1 - k`` (:func:`order_rank`) fall at the
+    quantiles ``k / (N + 1)`` and ``(N + 1 - k) / (N + 1)``, read from the measured ``lows`` and
+    ``highs`` (sorted; the values themselves for a median); at ``m = 1`` these are the measured
+    ends.  A guide, as every extrapolation of an interval is: it assumes the values measured show
+    the spread of those not yet measured."""
+    n = len(lows)
+    N = max(1, round(m * n))
+    k = order_rank(N, level)
+    if k < 1:
+        return -math.inf, math.inf
+    lo = float(np.quantile(np.asarray(lows, dtype=float), k / (N + 1), method="weibull"))
+    hi = float(np.quantile(np.asarray(highs, dtype=float), (N + 1 - k) / (N + 1), method="weibull"))
+    return lo, hi
 
 
 def mean_ci(x: Sequence[float], level: float = LEVEL) -> Estimate:
