@@ -158,3 +158,16 @@ def test_no_function_below_the_chapters_chooses_a_device_for_its_caller():
 
 def test_the_claims_take_the_chapters_resolved_device():
     assert [f for f in device_defaults() if f.startswith("icl_lib.claims.")] == []
+
+
+def test_the_one_description_of_the_layers_lists_them_in_the_order_the_imports_follow():
+    """book/engine.md's table of the library (the README and the package's docstring point to it):
+    every layer of :data:`RANK` once, in rank order, and every folder of the library in it."""
+    text = (LIB.parent / "book" / "engine.md").read_text()
+    table = text[text.index("| layer | module | responsibility |"):].split("\n\n")[0].splitlines()[2:]
+    layers = [row.split("|")[1].strip().strip("`").rstrip("/") for row in table]
+    listed = [name for name in layers if name]
+    assert listed == sorted(listed, key=lambda name: RANK.get(name, 0)), listed
+    assert set(listed) == {"base"} | (set(RANK) - {"package"}), listed
+    folders = {p.name for p in LIB.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert all(f"`{f}/`" in "\n".join(table) for f in folders), folders
