@@ -89,7 +89,7 @@ RECORDED: dict[str, Recorded] = {
                  "claims/rules.py", "claims/spec.py", "claims/words.py", "claimsets/__init__.py", "claimsets/convergence.py",
                  "seeding.py", "validate.py", "chapter.py", "chapters/base.py", "chapters/convergence.py",
                  "definitions.py",
-                 "figures/curves.py", "figures/style.py"),
+                 "figures/curves.py", "figures/rates.py", "figures/style.py"),
         settings=(),
         notebook=True,
     ),

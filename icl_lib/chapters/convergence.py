@@ -19,6 +19,7 @@ from ..figures.curves import (
     population_gap_figure,
     saddle_figure,
 )
+from ..figures.rates import curvature_scan_figure, dimension_rate_figure, finite_rate_figure, regulariser_figure
 from ..paper2 import dimension, lemmas, regulariser
 from ..paper2.algorithms import METHODS, RunConfig
 from ..paper2.data import NORM_BOUND, P2Config, make_problem
@@ -61,6 +62,7 @@ from ..version import __version__
 from .base import ChapterSetup, resolve_common
 
 __all__ = [
+    "curvature_scan_figure", "dimension_rate_figure", "finite_rate_figure", "regulariser_figure",
     "SIZES", "ConvergenceSizes", "ConvergenceSetup",
     # the chapter's computations (icl_lib.paper2)
     "METHODS", "RunConfig", "P2Config", "make_problem", "dimension", "lemmas", "regulariser",

@@ -48,12 +48,17 @@ from .optimality import (
     linearisation_plot,
 )
 from .phase import eta_scatter, phase_maps, time_to_pattern
+from .rates import curvature_scan_figure, dimension_rate_figure, finite_rate_figure, regulariser_figure
 from .trap import basin_map, settled_plot, trap_laws, trap_rates, trap_shares
 from .stages import gd_comparison_figure, optimality_figure, stage_dynamics_figure, stage_timeline
 from .strips import PATTERN_COLORS, interval_strip, loss_strip, task_loss_plot
 from .style import CMAP, HEAD_COLORS, set_style
 
 __all__ = [
+    "curvature_scan_figure",
+    "dimension_rate_figure",
+    "finite_rate_figure",
+    "regulariser_figure",
     "basin_map",
     "settled_plot",
     "trap_laws",
