@@ -7,6 +7,7 @@ and the book's plan lists."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import inspect
 from pathlib import Path
 
@@ -306,3 +307,16 @@ def test_each_chapters_name_is_written_at_most_three_times():
     for nb in sorted(BOOK.glob("[0-9][0-9]_*.ipynb")):
         n = sum(p.read_text().count(nb.stem) for p in lib) + nb.read_text().count(nb.stem)
         assert n <= 3, f"{nb.stem} is written {n} times"
+
+
+def test_a_page_is_science_prints_and_glue_at_most_a_tenth_of_its_visible_code():
+    """Of a chapter's visible code lines (not hidden, not comments, not its parameters), at most one
+    in ten prints or glues: a print shows what no table or figure does, and the glue that only
+    feeds the text sits in hidden cells."""
+    for nb_path in sorted(BOOK.glob("[0-9][0-9]_*.ipynb")):
+        nb = json.loads(nb_path.read_text())
+        lines = [line for c in nb["cells"] if c["cell_type"] == "code"
+                 and not {"remove-input", "remove-cell", "parameters"} & set(c["metadata"].get("tags", []))
+                 for line in "".join(c["source"]).splitlines() if line.strip() and not line.strip().startswith("#")]
+        plumbing = sum("print(" in line or "glue(" in line for line in lines)
+        assert plumbing <= 0.1 * len(lines), f"{nb_path.stem}: {plumbing} of {len(lines)} visible lines print or glue"

@@ -133,7 +133,7 @@ class Claims:
 
     # ----------------------------------------------------------------- deciding declared claims
     def decide(self, key: str, estimate, /, *, n: int | None = None, left_out: str = "",
-               rival: float | dict | None = None, whole=None, **fields) -> str:
+               rival: float | dict | None = None, whole=None, **fields) -> None:
         """Decide the declared claim ``key`` (:mod:`icl_lib.claimsets`; its id's fields in
         ``fields``, e.g. ``H=2``) on ``estimate`` (an :class:`~icl_lib.stats.Estimate`) by its
         declared rule, read at the rule's level (an equivalence at 90 %).  ``rival``: the value of
@@ -145,7 +145,7 @@ class Claims:
         the whole population (an :class:`~icl_lib.stats.Estimate`, a number or a text).  The
         verdict is also decided under each alternative of the reading definitions its entry uses
         (:mod:`icl_lib.definitions`).  A claim not declared for this profile is recorded as
-        ``NOT-RUN``.  Returns the verdict."""
+        ``NOT-RUN``.  The verdict is the last of :attr:`items` (a notebook cell shows nothing)."""
         spec = self.declared.get(key)
         cid, quote = spec.fill(**fields)
         if isinstance(spec.rule, str):
@@ -156,7 +156,8 @@ class Claims:
         for name, value in rivals.items():
             rule = rule & Excludes(value, name)
         if self.profile not in spec.profiles:
-            return self._not_run(spec, cid, quote, rule.text)
+            self._not_run(spec, cid, quote, rule.text)
+            return
         verdict = rule.verdict(estimate)
         at = estimate.at(1 - 2 * rule.alpha(estimate))  # the interval as the rule reads it (90 %: an equivalence)
         lean = _lean(rule, estimate) if verdict == "INCONCLUSIVE" else ""
@@ -169,46 +170,44 @@ class Claims:
                         decision_share(rule, estimate, verdict), rule.alpha(estimate), lean,
                         _reading_alternatives(spec, rule, estimate), _margin(spec, rivals),
                         _whole(whole), _design(spec.rule, estimate, n, spec.unit), _defs()))
-        return verdict
 
     def decide_exact(self, key: str, passed: bool, measured, /, *, left_out: str = "", whole=None,
-                     **fields) -> str:
+                     **fields) -> None:
         """Decide the declared claim ``key``, whose rule is a condition in words (``"every
         model"``), by the chapter's own comparison ``passed`` (no interval: an exact statement, or
-        every member of a family).  ``whole``: as in :meth:`decide`.  Returns the verdict."""
+        every member of a family).  ``whole``: as in :meth:`decide`; the verdict is the last of :attr:`items`."""
         spec = self.declared.get(key)
         cid, quote = spec.fill(**fields)
         expected = spec.rule if isinstance(spec.rule, str) else spec.rule.text
         if self.profile not in spec.profiles:
-            return self._not_run(spec, cid, quote, expected)
+            self._not_run(spec, cid, quote, expected)
+            return
         verdict = "PASS" if passed else "FAIL"
         self._add(Claim(cid, verdict, format_value(measured), expected.replace(" ", ""), quote, self.profile, "-",
                         spec.section, spec.profiles, None, _cell_number(),
                         _known(_known_in(spec, cid, fields, self.profile)) if verdict != "PASS" else "", spec.kind, "",
                         spec.finding, _source(spec), spec.estimand, _population(spec, left_out), _rival(spec, None),
                         whole=_whole(whole), definitions=_defs()))
-        return verdict
 
-    def cannot_decide(self, key: str, why: str, /, **fields) -> str:
+    def cannot_decide(self, key: str, why: str, /, **fields) -> None:
         """Record the declared claim ``key`` as ``INCONCLUSIVE`` where this build has nothing to
         decide it on (``why``: e.g. no seed reached the pattern)."""
         spec = self.declared.get(key)
         cid, quote = spec.fill(**fields)
         expected = spec.rule if isinstance(spec.rule, str) else spec.rule.text
         if self.profile not in spec.profiles:
-            return self._not_run(spec, cid, quote, expected)
+            self._not_run(spec, cid, quote, expected)
+            return
         self._add(Claim(cid, "INCONCLUSIVE", "-", expected.replace(" ", ""), quote, self.profile, "-", spec.section,
                         spec.profiles, None, _cell_number(), "", spec.kind, " ".join(why.split()), spec.finding,
                         _source(spec), spec.estimand, _population(spec, ""), _rival(spec, None),
                         definitions=_defs()))
-        return "INCONCLUSIVE"
 
-    def _not_run(self, spec, cid: str, quote: str, expected: str) -> str:
+    def _not_run(self, spec, cid: str, quote: str, expected: str) -> None:
         self._add(Claim(cid, "NOT-RUN", "-", expected.replace(" ", ""), quote, self.profile, "-", spec.section,
                         spec.profiles, None, _cell_number(), kind=spec.kind, finding=spec.finding,
                         rule_source=_source(spec), estimand=spec.estimand, population=spec.population,
                         rival=spec.rival))
-        return "NOT-RUN"
 
     # ----------------------------------------------------------------- the chapter's report
     def summary_markdown(self) -> str:
