@@ -178,3 +178,24 @@ def test_summary_markdown_counts_by_kind_and_lists_what_did_not_pass():
     assert "- `open` **INCONCLUSIVE**: measured 0.75" in text and "undecided: leans FAIL (its point estimate fails the rule); about 25 seeds" in text
     assert "- `gone` **FAIL**" in text and "reported not to reproduce: reported here" in text
     assert "- `later` **NOT-RUN** (declared for quick)" in text
+
+
+def test_a_decision_reads_its_population_and_writes_who_it_left_out():
+    """``among=(kept, of)``: n is the kept units unless given, and the record says how many of
+    how many the declared population left out (nothing when it kept them all); a hand-written
+    sentence beside it is refused."""
+    from icl_lib.claims import Above
+    from icl_lib.stats import Estimate
+
+    c = Declaring("t", "paper")
+    c._declare("a", Above(0.5), "s")
+    c.claims.decide("a", Estimate(0.9, 0.8, 1.0), among=(30, 36))
+    c._declare("b", Above(0.5), "s")
+    c.claims.decide("b", Estimate(0.9, 0.8, 1.0), among=(36, 36), n=12)
+    a, b = c.claims.items
+    assert a.population.endswith("left out: 6 of 36") and "left out" not in b.population
+    c._declare("c", Above(0.5), "s")
+    with pytest.raises(ValueError, match="^among="):
+        c.claims.decide("c", Estimate(0.9, 0.8, 1.0), among=(37, 36))
+    with pytest.raises(ValueError, match="^left_out="):
+        c.claims.decide("c", Estimate(0.9, 0.8, 1.0), among=(3, 36), left_out="3 seeds")

@@ -132,22 +132,26 @@ class Claims:
         return self.profile in self.declared.get(key).profiles
 
     # ----------------------------------------------------------------- deciding declared claims
-    def decide(self, key: str, estimate, /, *, n: int | None = None, left_out: str = "",
-               rival: float | dict | None = None, whole=None, **fields) -> None:
+    def decide(self, key: str, estimate, /, *, n: int | None = None, among: tuple[int, int] | None = None,
+               left_out: str = "", rival: float | dict | None = None, whole=None, **fields) -> None:
         """Decide the declared claim ``key`` (:mod:`icl_lib.claimsets`; its id's fields in
         ``fields``, e.g. ``H=2``) on ``estimate`` (an :class:`~icl_lib.stats.Estimate`) by its
         declared rule, read at the rule's level (an equivalence at 90 %).  ``rival``: the value of
         the declared nearest rival (``{name: value}`` for several), which the interval must then
         exclude.  ``n``: the independent
         units the estimate rests on (for the size that would decide it, and for a fraction the best
-        its n can show).  ``left_out``: who the declared population leaves out, in words (``"9
-        single-sign runs"``); ``whole``: for a claim on a subpopulation, the same measurement over
+        its n can show).  ``among``: ``(kept, of)``, the units of the declared population the
+        estimate reads and those it was drawn from: ``n`` is then ``kept`` unless given, and the
+        record says ``"left out: <of - kept> of <of>"`` beside the population's words.
+        ``left_out``: who the population leaves out, in words, where ``among`` cannot say it;
+        ``whole``: for a claim on a subpopulation, the same measurement over
         the whole population (an :class:`~icl_lib.stats.Estimate`, a number or a text).  The
         verdict is also decided under each alternative of the reading definitions its entry uses
         (:mod:`icl_lib.definitions`).  A claim not declared for this profile is recorded as
         ``NOT-RUN``.  The verdict is the last of :attr:`items` (a notebook cell shows nothing)."""
         spec = self.declared.get(key)
         cid, quote = spec.fill(**fields)
+        n, left_out = _among(among, n, left_out)
         if isinstance(spec.rule, str):
             raise ValueError(f"claim={key!r} is invalid for decide(): its rule is {spec.rule!r} in words "
                              "(decide_exact)")
@@ -171,13 +175,15 @@ class Claims:
                         _reading_alternatives(spec, rule, estimate), _margin(spec, rivals),
                         _whole(whole), _design(spec.rule, estimate, n, spec.unit), _defs()))
 
-    def decide_exact(self, key: str, passed: bool, measured, /, *, left_out: str = "", whole=None,
-                     **fields) -> None:
+    def decide_exact(self, key: str, passed: bool, measured, /, *, among: tuple[int, int] | None = None,
+                     left_out: str = "", whole=None, **fields) -> None:
         """Decide the declared claim ``key``, whose rule is a condition in words (``"every
         model"``), by the chapter's own comparison ``passed`` (no interval: an exact statement, or
-        every member of a family).  ``whole``: as in :meth:`decide`; the verdict is the last of :attr:`items`."""
+        every member of a family).  ``among``, ``left_out`` and ``whole``: as in :meth:`decide`; the
+        verdict is the last of :attr:`items`."""
         spec = self.declared.get(key)
         cid, quote = spec.fill(**fields)
+        _, left_out = _among(among, None, left_out)
         expected = spec.rule if isinstance(spec.rule, str) else spec.rule.text
         if self.profile not in spec.profiles:
             self._not_run(spec, cid, quote, expected)
@@ -352,6 +358,19 @@ def _cell_number() -> int | None:
     # the running cell's source is already the last input (index = its execution count) in every
     # IPython version, while ``shell.execution_count`` is bumped before or after the run depending on it
     return len(history) - 1 if history else None
+
+
+def _among(among, n, left_out: str) -> tuple:
+    """``(n, left_out)`` of a decision from ``among = (kept, of)``: ``n`` is ``kept`` unless given,
+    ``left_out`` says how many of ``of`` the population left out (nothing when it kept them all)."""
+    if among is None:
+        return n, left_out
+    kept, total = (int(v) for v in among)
+    if not 0 <= kept <= total:
+        raise ValueError(f"among={among!r} is invalid: accepted (kept, of) with 0 <= kept <= of")
+    if left_out:
+        raise ValueError(f"left_out={left_out!r} is invalid with among: accepted '' (among writes it)")
+    return (kept if n is None else n), (f"{total - kept} of {total}" if total > kept else "")
 
 
 def _device_name(device: str) -> str:
