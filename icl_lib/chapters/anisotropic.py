@@ -96,7 +96,8 @@ class AnisotropicSetup(ChapterSetup):
         eval_L = check_lengths("eval_L", eval_L, 2, 640, max_len=12)
         n_test = check_int("n_test", n_test, 100, 200_000)  # per length and rho
         n_mc = check_int("n_mc", n_mc, 100, 1_000_000)  # three Monte Carlo risks
-        return cls(profile, seed, device, rho, rhos, seeds, *f, eval_L, n_test, n_mc,
+        return cls(profile=profile, seed=seed, device=device, rho=rho, rhos=rhos, seeds=seeds,
+                   eval_L=eval_L, n_test=n_test, n_mc=n_mc, **f._asdict(),
                    data=f.data(rho=rho), train=f.train(profile))
 
     @property

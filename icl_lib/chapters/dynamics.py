@@ -112,8 +112,9 @@ class DynamicsSetup(ChapterSetup):
         n_mc = check_int("n_mc", n_mc, 1_000, 1_000_000)  # 1e6: 2 to 20 min
         norm_omega = check_float("norm_omega", norm_omega, 0.0, 10.0, lo_open=True)
         norm_draws = check_int("norm_draws", norm_draws, 100, 20_000)  # 3 to 20 min
-        return cls(profile, seed, device, heads, seeds, *f, gd_heads, gd_lr, gd_steps, n_mc,
-                   norm_omega, norm_draws, data=f.data(), train=f.train(profile), extra=extra)
+        return cls(profile=profile, seed=seed, device=device, heads=heads, seeds=seeds, gd_heads=gd_heads,
+                   gd_lr=gd_lr, gd_steps=gd_steps, n_mc=n_mc, norm_omega=norm_omega,
+                   norm_draws=norm_draws, **f._asdict(), data=f.data(), train=f.train(profile), extra=extra)
 
     @property
     def sweep_heads(self) -> list[int]:

@@ -97,7 +97,8 @@ class MultitaskSetup(ChapterSetup):
         n_test = check_int("n_test", n_test, 2, n_max)  # a few minutes at most
         n_max = min(1_000_000, max_bayes_draws(L, supports))
         n_bayes = check_int("n_bayes", n_bayes, 2, n_max)  # a few minutes at most
-        return cls(profile, seed, device, heads, seeds, d, L, sigma2, supports, steps, lr, n_test, n_bayes,
+        return cls(profile=profile, seed=seed, device=device, heads=heads, seeds=seeds, supports=supports,
+                   n_test=n_test, n_bayes=n_bayes, **f._asdict(),
                    data=f.data(supports=supports), train=f.train(profile))
 
     def sweep(self) -> dict[int, list[RunSpec]]:

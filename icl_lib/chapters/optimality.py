@@ -67,7 +67,7 @@ __all__ = [
     "gap_estimate", "gap_values", "group_errors", "kept_variants", "labelled", "LABELS", "learned_rate",
     "length_curves", "length_estimates", "length_table", "linear_estimates", "linear_vs_softmax",
     "linearisation_curves", "linearised", "median_abs_omega", "median_curves", "off_diagonal_mass",
-    "posneg_counts", "pattern_estimate", "posneg_index", "posneg_runs", "prediction_gap_curves", 
+    "posneg_counts", "pattern_estimate", "posneg_index", "posneg_runs", "prediction_gap_curves",
     "median_debiasing", "proportional_estimate", "proportional_table", "rate_spread_estimate", "ratio_limits",
     "ratio_values", "reference_curves", "reference_lines", "single_head_vs_kernels", "stack_models", "stats",
     "sup_ratio_limit", "train", "train_groups", "trained_linearisation_points", "trained_order_estimate",
@@ -154,10 +154,11 @@ class OptimalitySetup(ChapterSetup):
         ratio_d = check_int("ratio_d", ratio_d, 2, 256)  # designs (ratio_d / xi, d)
         ratio_xis = check_float_list("ratio_xis", ratio_xis, 1 / 64, 64.0)
         ratio_sigma2s = check_float_list("ratio_sigma2s", ratio_sigma2s, 0.0, 10.0, lo_open=True)
-        return cls(profile, seed, device, heads, seeds, *f, variant_seeds, sphere_seeds, Ls,
-                   n_test, n_sets,
-                   lin_omegas, lin_fit_max, lin_ratio, prop_d, prop_xis, prop_seeds, ratio_d, ratio_xis,
-                   ratio_sigma2s, data=f.data(), train=f.train(profile), extra=extra,
+        return cls(profile=profile, seed=seed, device=device, heads=heads, seeds=seeds,
+                   variant_seeds=variant_seeds, sphere_seeds=sphere_seeds, Ls=Ls, n_test=n_test,
+                   n_sets=n_sets, lin_omegas=lin_omegas, lin_fit_max=lin_fit_max, lin_ratio=lin_ratio,
+                   prop_d=prop_d, prop_xis=prop_xis, prop_seeds=prop_seeds, ratio_d=ratio_d,
+                   ratio_xis=ratio_xis, ratio_sigma2s=ratio_sigma2s, **f._asdict(), data=f.data(), train=f.train(profile), extra=extra,
                    prop_extra={xi: n for xi, n in prop_extra.items() if xi in prop_xis})
 
     def sweep(self) -> dict[int, list[RunSpec]]:

@@ -12,6 +12,7 @@ from ..config import DataConfig, RunSpec, TrainConfig
 from ..paper1.sensitivity import FIRST_SEED as SENSITIVITY_SEED, sensitivity_specs
 from ..paper1.sweeps import as_heads, heads_sweep_specs
 from ..paper1.phase_diagram.trap import anchor_specs
+from ..paper1.seed_ranges import SEED_RANGES
 from ..validate import check_int, fail
 from .base import ChapterSetup, flat, grouped, resolve_common
 from .fields import paper1_fields
@@ -66,8 +67,9 @@ class PatternsSetup(ChapterSetup):
                         sens_seeds) -> "PatternsSetup":
         """Validate chapter 2's parameters (a bad one raises ``ValueError`` naming it), resolve the
         profile on the device and the profile's seeds (``seeds``, ``sens_seeds``: ``None``)."""
-        # span: the sweep's seeds and the other settings' (2000 + seed, ...) stay within SEED_MAX
-        profile, seed, device = resolve_common(profile, seed, device, span=2048)
+        # span: the other settings' seeds (2000 + seed, ...) end below the sensitivity range's end
+        span = SEED_RANGES["sensitivity"][0].stop
+        profile, seed, device = resolve_common(profile, seed, device, span=span)
         heads = as_heads(heads, hi=8)  # one head count or a list of them
         extra = SWEEP_EXTENSION[profile] if seeds is None else {}
         seeds = SEEDS[profile]["sweep"] if seeds is None else seeds
@@ -79,7 +81,8 @@ class PatternsSetup(ChapterSetup):
             fail("sens_heads", sens_heads, "0 (no runs) or 2 to 8 heads")
         sens_seeds = SEEDS[profile]["settings"] if sens_seeds is None else sens_seeds
         sens_seeds = check_int("sens_seeds", sens_seeds, 1, 48)
-        return cls(profile, seed, device, heads, seeds, *f, n_test, sens_heads, sens_seeds,
+        return cls(profile=profile, seed=seed, device=device, heads=heads, seeds=seeds, n_test=n_test,
+                   sens_heads=sens_heads, sens_seeds=sens_seeds, **f._asdict(),
                    data=f.data(), train=f.train(profile), extra=extra)
 
     @property

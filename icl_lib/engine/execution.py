@@ -153,6 +153,20 @@ class Execution:
     backend: str = "eager"  # how a CPU computes a step: "eager" or "fused"
 
     @classmethod
+    def given(cls, device, execution, **choices) -> "Execution":
+        """``execution`` when it is given (an :class:`Execution`, used as it is), else one resolved
+        from ``device`` and ``choices`` (:meth:`resolve`): exactly one of the two is named by the
+        caller, so that neither is chosen for it (``device=None`` without an execution raises)."""
+        if execution is None:
+            if device is None:
+                raise ValueError("device=None is invalid without an execution: accepted 'cpu', 'cuda' or "
+                                 "'auto', or execution=an Execution (a chapter setup's)")
+            return cls.resolve(device, **choices)
+        if not isinstance(execution, Execution):
+            raise ValueError(f"execution={execution!r} is invalid: accepted an Execution (Execution.resolve)")
+        return execution
+
+    @classmethod
     def resolve(
         cls, device, draw_ahead: int | str = "auto", graph: bool | None = False, compile: bool | str = "auto",
         backend: str = "auto", here: bool = True,

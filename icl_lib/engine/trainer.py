@@ -107,10 +107,7 @@ class EnsembleTrainer:
                     "attention kind and TrainConfig (use icl_lib.train, which groups runs)"
                 )
         self.specs = specs
-        if execution is None and device is None:
-            raise ValueError("device=None is invalid without an execution: accepted 'cpu', 'cuda' or 'auto', "
-                             "or execution=an Execution")
-        ex = execution if execution is not None else Execution.resolve(device, draw_ahead, graph, compile, backend)
+        ex = Execution.given(device, execution, draw_ahead=draw_ahead, graph=graph, compile=compile, backend=backend)
         self.execution, self.device, self.draw = ex, ex.device, ex.draw_ahead
         if self.draw > 1 and shards not in (None, 1):
             raise ValueError(f"shards={shards} is invalid with draw_ahead={self.draw}: accepted 1 (draw-ahead is for one program)")

@@ -98,16 +98,11 @@ def _execution(device, execution, graph, backend) -> Execution:
     """The :class:`Execution` of :func:`train`: ``execution`` as it is, or resolved from ``device``
     (exactly one of them; neither is chosen for the caller)."""
     if execution is None:
-        if device is None:
-            raise ValueError("device=None is invalid without an execution: accepted 'cpu', 'cuda' or 'auto', "
-                             "or execution=an Execution (a chapter setup's)")
-        return Execution.resolve(device, "auto", graph, backend=backend)
-    if not isinstance(execution, Execution):
-        raise ValueError(f"execution={execution!r} is invalid: accepted an Execution (Execution.resolve)")
+        return Execution.given(device, None, graph=graph, backend=backend)
     if (device, graph, backend) != (None, None, "auto"):
         raise ValueError(f"device={device!r}, graph={graph!r}, backend={backend!r} are invalid with an execution: "
                          "accepted their defaults (the execution holds them)")
-    return execution
+    return Execution.given(None, execution)
 
 
 def train(
