@@ -50,14 +50,17 @@ kernels: install
 	NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES= $(PY) -m icl_lib.engine.fused_compile; avx2=$$?; \
 	wait $$native && exit $$avx2
 
-# The unit tests on every core (pytest-xdist); make test-fast leaves out the tests that execute
-# whole chapters (papermill) for the inner loop: make test and CI run them all.
+# The unit tests on every core (pytest-xdist), one OpenMP thread per worker (the workers fill
+# the cores; tests of threading set torch's threads themselves; numba keeps its threads, which the
+# parallel step's tests need); make test-fast leaves out the tests that execute whole chapters
+# (papermill) for the inner loop: make test and CI run them all.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+PYTEST   := OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_JOBS)
 unit: kernels
-	$(PY) -m pytest -q -n $(TEST_JOBS) tests
+	$(PYTEST) tests
 
 test-fast: kernels
-	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not chapters" tests
+	$(PYTEST) -m "not chapters" tests
 
 # Chapters executed by nbval and by make book record their claims here, per profile; the dashboard
 # shows the other profile's recorded verdicts beside the build's own (icl_lib/book/sphinx).
