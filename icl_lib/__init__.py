@@ -4,8 +4,8 @@ Paper 1: He, Pan, Chen, Yang, *In-Context Linear Regression Demystified* (ICML 2
 Paper 2: Goel, Soltanolkotabi, Bartlett, *Training Dynamics of Softmax Self-Attention* (2026).
 
 Its layers, each importing only from those above it -- the base, the chapters' claims as data,
-the engine, the two papers' analyses, the figures, the chapters' setups, the book's machinery and
-the command line -- are described once, in the book's page on how it computes (``book/engine.md``),
+the engine, the two papers' analyses, the figures, the chapters' setups, their entry points, the
+book's machinery and the command line -- are described once, in the book's page on how it computes (``book/engine.md``),
 which ``tests/test_layers.py`` checks against the imports.
 """
 

@@ -17,9 +17,9 @@ from icl_lib import DataConfig, ModelConfig, TrainConfig
 from icl_lib.config import RunSpec
 from icl_lib.paper1.optimality.experiment import VARIANTS
 from icl_lib.paper1.sensitivity import ALTERNATIVES
-from icl_lib.chapters import (SETUPS, AnisotropicSetup, DynamicsSetup, MultitaskSetup, OptimalitySetup,
+from icl_lib.setups import (SETUPS, AnisotropicSetup, DynamicsSetup, MultitaskSetup, OptimalitySetup,
                             PatternsSetup, PhaseDiagramSetup, ProblemSetup)
-from icl_lib.chapters.base import flat, grouped, split
+from icl_lib.setups.base import flat, grouped, split
 from icl_lib.book.plan import BOOK, book_plan, chapter_parameters
 
 TRAINING = ("01_setup", "02_patterns", "03_two_stage_dynamics", "05_optimality", "06_anisotropic", "07_multitask",
@@ -43,7 +43,7 @@ def test_every_training_chapter_has_a_setup_taking_exactly_its_parameters():
         sig = inspect.signature(cls.from_parameters).parameters
         assert all(p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in sig.values()), chapter
         assert list(sig) == list(chapter_parameters(BOOK / f"{chapter}.ipynb")), chapter
-        assert "Chapter" in cls.__doc__ and cls.__module__.startswith("icl_lib.chapters.")
+        assert "Chapter" in cls.__doc__ and cls.__module__.startswith("icl_lib.setups.")
 
 
 def test_the_setups_runs_are_the_books_plan_in_both_profiles():
@@ -194,7 +194,7 @@ def test_grouping_keeps_the_builders_order():
 def test_every_chapter_bounds_its_seed_by_the_one_bound():
     """One bound for every chapter's ``seed``: SEED_MAX less the run seeds the chapter may count
     from it (its ``span``), checked once in resolve_common with the same message."""
-    from icl_lib.chapters.base import SEED_MAX, check_seed
+    from icl_lib.setups.base import SEED_MAX, check_seed
 
     assert check_seed(SEED_MAX) == SEED_MAX and check_seed(SEED_MAX - 159, span=160) == SEED_MAX - 159
     for chapter in SETUPS:
@@ -212,9 +212,9 @@ def test_the_execution_is_resolved_once_and_kept():
 
 def test_every_chapter_with_parameters_has_a_setup_from_the_one_base():
     """Chapters 4 and 8 train nothing; their setups validate their parameters all the same."""
-    from icl_lib.chapters.base import ChapterSetup
-    from icl_lib.chapters.convergence import ConvergenceSetup
-    from icl_lib.chapters.ode import OdeSetup
+    from icl_lib.setups.base import ChapterSetup
+    from icl_lib.setups.convergence import ConvergenceSetup
+    from icl_lib.setups.ode import OdeSetup
 
     every = {**SETUPS, "04_ode_phases": OdeSetup, "08_preconditioned_convergence": ConvergenceSetup}
     assert sorted(every) == sorted(p.stem for p in BOOK.glob("0*.ipynb"))

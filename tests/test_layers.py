@@ -2,8 +2,8 @@
 from the layers above it (the README's table and ``icl_lib/__init__.py``'s list): the base (the
 claims machinery, ``claims/``, below the chapters' claims as data, ``claimsets/``), then
 ``engine/``, then ``paper1/`` and ``paper2/`` (neither from the other), then ``figures/``, then
-``chapters/`` (each chapter's setup and entry point, which declare their runs with the papers'
-builders and give their chapters the figures), then ``book/`` (the book's plan, execution,
+``setups/`` (each chapter's setup, which declares its runs with the papers' builders), then
+``chapters/`` (each chapter's entry point, which gives its chapter the figures), then ``book/`` (the book's plan, execution,
 records and Sphinx extension), then ``tools/`` (the command line).  Every import counts, also one made inside a function.
 
 ``python tests/test_layers.py`` prints the graph's cycles and layer violations (none) and the
@@ -21,8 +21,8 @@ LIB = Path(__file__).resolve().parents[1] / "icl_lib"
 # anything else is the base, 0, but the chapters' claims as data (claimsets/), which the claims
 # machinery (claims/, in the base) never imports; the package itself (icl_lib/__init__.py)
 # gathers the base and the engine
-RANK = {"claimsets": 0.5, "engine": 1, "package": 1, "paper1": 2, "paper2": 2, "figures": 3, "chapters": 4,
-        "book": 5, "tools": 6}
+RANK = {"claimsets": 0.5, "engine": 1, "package": 1, "paper1": 2, "paper2": 2, "figures": 3, "setups": 3.5,
+        "chapters": 4, "book": 5, "tools": 6}
 
 
 def module_of(path: Path) -> str:

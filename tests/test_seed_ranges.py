@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from icl_lib.chapter import chapter_parameters
-from icl_lib.chapters import SETUPS, PatternsSetup, PhaseDiagramSetup
+from icl_lib.setups import SETUPS, PatternsSetup, PhaseDiagramSetup
 from icl_lib.paper1 import sensitivity
 from icl_lib.paper1.phase_diagram import trap
 from icl_lib.paper1.seed_ranges import SEED_RANGES, first_seed

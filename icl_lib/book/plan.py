@@ -1,7 +1,7 @@
 """The book's training plan: every run its chapters train, known without executing a notebook.
 
-Each chapter that trains models has a setup (:mod:`icl_lib.chapters`, :data:`CHAPTER_PLANS`): the
-object its validation cell builds from its parameters, whose :meth:`~icl_lib.chapters.base.ChapterSetup.runs`
+Each chapter that trains models has a setup (:mod:`icl_lib.setups`, :data:`CHAPTER_PLANS`): the
+object its validation cell builds from its parameters, whose :meth:`~icl_lib.setups.base.ChapterSetup.runs`
 the chapter trains.  The plan builds the same setup from the chapter's ``parameters`` cell and lists
 those runs, so the plan follows the notebooks.  (A test executes every chapter with the environment
 variable ``ICL_RUN_LOG`` set and checks that the runs it asked for are exactly the plan's.)
@@ -26,8 +26,8 @@ from ..chapter import BOOK, chapter_parameters
 from ..config import RunSpec
 from ..engine.profiles import resolve_profile
 from ..engine.store import RunStore, experiment_key, holds_all
-from ..chapters.ode import OdeSetup
-from ..chapters import SETUPS, ChapterSetup
+from ..setups.ode import OdeSetup
+from ..setups import SETUPS, ChapterSetup
 from ..validate import check_choice
 from .records import served
 
@@ -36,7 +36,7 @@ __all__ = ["BOOK", "CHAPTER_PLANS", "chapter_parameters", "book_plan", "select_c
 
 
 
-# chapter -> its setup (icl_lib.chapters): what the chapter's validation cell builds from its
+# chapter -> its setup (icl_lib.setups): what the chapter's validation cell builds from its
 # parameters, whose runs() it trains (chapters absent here train nothing)
 CHAPTER_PLANS: dict[str, type[ChapterSetup]] = SETUPS
 

@@ -36,9 +36,9 @@ from pathlib import Path
 
 import torch
 
-from ..chapters import DynamicsSetup, PhaseDiagramSetup, ProblemSetup
-from ..chapters.convergence import ConvergenceSetup
-from ..chapters.ode import OdeSetup
+from ..setups import DynamicsSetup, PhaseDiagramSetup, ProblemSetup
+from ..setups.convergence import ConvergenceSetup
+from ..setups.ode import OdeSetup
 from ..claimsets import modules
 from ..definitions import DEFINITIONS, ENV, label
 from ..engine.profiles import SETTINGS
@@ -71,9 +71,9 @@ class Recorded:
 
 
 # Chapter 8 (paper 2): its experiments (icl_lib.paper2), the statistics and rules of its claims
-# (stats/, claims), the seeds (seeding), the parameter checks (validate), its setup and the sizes of
-# its experiments in each profile (chapters.convergence, chapters.base) and the figures it draws
-# (figures.curves, figures.style: the book serves the recorded notebook's figures).  The other
+# (stats/, claims), the seeds (seeding), the parameter checks (validate), its setup and sizes
+# (setups.convergence, setups.base), its entry point (chapters.convergence) and the figures it
+# draws (figures.curves, rates, style: the book serves the recorded notebook's figures).  The other
 # modules it imports pick the device or draw no figure of this chapter.  A test checks that these
 # cover every icl_lib module that paper2 and those figures import (engine.profiles is covered by
 # the settings entry it reads).
@@ -87,8 +87,8 @@ RECORDED: dict[str, Recorded] = {
                  "stats/estimate.py", "stats/intervals.py", "stats/resample.py", "claims/__init__.py",
                  "claims/decision.py", "claims/findings.py", "claims/multiplicity.py", "claims/report.py",
                  "claims/rules.py", "claims/spec.py", "claims/words.py", "claimsets/__init__.py", "claimsets/convergence.py",
-                 "seeding.py", "validate.py", "chapter.py", "chapters/base.py", "chapters/convergence.py",
-                 "definitions.py",
+                 "seeding.py", "validate.py", "chapter.py", "setups/base.py", "setups/convergence.py",
+                 "chapters/convergence.py", "definitions.py",
                  "figures/curves.py", "figures/rates.py", "figures/style.py"),
         settings=(),
         notebook=True,
@@ -104,7 +104,7 @@ RECORDED: dict[str, Recorded] = {
 _CIRCUITS = ("live-head", "live-tol", "shape-tol")
 for _name in (c for c in modules() if c not in RECORDED):
     RECORDED[_name] = Recorded(profile="paper", modules=None, settings=("paper1.train",),
-                               excluded=("paper2/", "chapters/convergence.py"),
+                               excluded=("paper2/", "chapters/convergence.py", "setups/convergence.py"),
                                notebook=_name == PhaseDiagramSetup.chapter,
                                definitions=(() if _name in (ProblemSetup.chapter, OdeSetup.chapter) else
                                             _CIRCUITS + ("kind-band",) if _name == DynamicsSetup.chapter

@@ -1,48 +1,21 @@
-"""Each chapter's setup, from one base: its parameters validated once and its runs declared once.
+"""Each chapter's one entry point: ``from icl_lib.chapters import <topic> as ch``.
 
-A chapter's validation cell builds its setup from the chapter's ``parameters`` cell
-(``PatternsSetup.from_parameters(profile=profile, seed=seed, ...)``): every parameter is checked
-with the chapter's messages (a bad value raises ``ValueError`` naming it, before any work), the
-profile is resolved on the device, ``None`` seeds become the profile's, and the configurations the
-chapter uses (``data``, ``train``, ...) are built.  :meth:`~base.ChapterSetup.runs` declares the
-chapter's runs as named groups (``{"sweep": [RunSpec, ...], ...}``); the chapter trains them
-(:func:`icl_lib.train_groups` of a setup's grouped declaration, e.g. ``sweep()``), and the book's
-training plan (:mod:`icl_lib.book.plan`) lists them, both from the same declaration.
+A chapter's notebook imports one module of the library, ``icl_lib.chapters.<topic>``, whose
+``__all__`` names every library name the chapter's code uses: its setup (from
+:mod:`icl_lib.setups`) and the functions of ``paper1/``, ``paper2/``, ``figures/``, ``stats/`` and
+the engine, each imported from the module that defines it, grouped in the entry point by that
+module.  An entry point defines nothing of its own but what only its chapter's page needs (chapter
+6's ``glue_values``).
 
-One module per chapter, each the chapter's one entry point where the chapter imports from it
-alone (its setup and every library name its code uses):
+* :mod:`~icl_lib.chapters.problem` -- chapter 1
+* :mod:`~icl_lib.chapters.patterns` -- chapter 2
+* :mod:`~icl_lib.chapters.dynamics` -- chapter 3
+* :mod:`~icl_lib.chapters.ode` -- chapter 4
+* :mod:`~icl_lib.chapters.optimality` -- chapter 5
+* :mod:`~icl_lib.chapters.anisotropic` -- chapter 6
+* :mod:`~icl_lib.chapters.multitask` -- chapter 7
+* :mod:`~icl_lib.chapters.convergence` -- chapter 8 (paper 2)
+* :mod:`~icl_lib.chapters.phase_diagram` -- chapter 9
 
-* :mod:`~icl_lib.chapters.problem` -- chapter 1, :class:`ProblemSetup`
-* :mod:`~icl_lib.chapters.patterns` -- chapter 2, :class:`PatternsSetup`
-* :mod:`~icl_lib.chapters.dynamics` -- chapter 3, :class:`DynamicsSetup`
-* :mod:`~icl_lib.chapters.ode` -- chapter 4, :class:`OdeSetup`
-* :mod:`~icl_lib.chapters.optimality` -- chapter 5, :class:`OptimalitySetup`
-* :mod:`~icl_lib.chapters.anisotropic` -- chapter 6, :class:`AnisotropicSetup`
-* :mod:`~icl_lib.chapters.multitask` -- chapter 7, :class:`MultitaskSetup`
-* :mod:`~icl_lib.chapters.convergence` -- chapter 8 (paper 2), :class:`ConvergenceSetup`
-* :mod:`~icl_lib.chapters.phase_diagram` -- chapter 9, :class:`PhaseDiagramSetup`
-
-:data:`SETUPS` maps a training chapter's notebook name to its setup (chapters 4 and 8 train no
-model; their modules are imported by their chapters alone).
-The layer sits above ``paper1/``, ``paper2/`` (whose spec builders and drivers it calls) and
-``figures/`` (whose figures an entry point gives its chapter), and below ``tools/``.
+The layer sits above every other but the book's machinery and the tools.
 """
-
-from .anisotropic import AnisotropicSetup
-from .base import ChapterSetup
-from .dynamics import DynamicsSetup
-from .multitask import MultitaskSetup
-from .optimality import OptimalitySetup
-from .patterns import PatternsSetup
-from .phase_diagram import PhaseDiagramSetup
-from .problem import ProblemSetup
-
-__all__ = ["SETUPS", "ChapterSetup", "ProblemSetup", "PatternsSetup", "DynamicsSetup", "OptimalitySetup",
-           "AnisotropicSetup", "MultitaskSetup", "PhaseDiagramSetup"]
-
-# chapter -> its setup, in the book's order (chapters absent here train nothing)
-SETUPS: dict[str, type[ChapterSetup]] = {
-    s.chapter: s
-    for s in (ProblemSetup, PatternsSetup, DynamicsSetup, OptimalitySetup, AnisotropicSetup, MultitaskSetup,
-              PhaseDiagramSetup)
-}

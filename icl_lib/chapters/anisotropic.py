@@ -1,20 +1,12 @@
-"""Chapter 6's setup: anisotropic covariates (paper 1, Appendix B.3), two-head
-models trained on KMS covariances ``rho^|i-j|``.
-
-The module is chapter 6's one entry point: the chapter imports it alone (``ch``), and its
-``__all__`` names every library name the chapter's code uses."""
+"""Chapter 6's one entry point: the chapter imports this module alone (``ch``), and its ``__all__``
+names every library name the chapter's code uses: its setup (:mod:`icl_lib.setups.anisotropic`) and
+the library's functions, each imported from the module that defines it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..setups.anisotropic import SEEDS, AnisotropicSetup
 
-from ..config import DataConfig, RunSpec, TrainConfig
-from ..paper1.anisotropic.experiment import check_lengths, check_rhos, rho_specs
-from ..validate import check_float, check_int
-from .base import ChapterSetup, flat, resolve_common, split
-from .fields import paper1_fields
-
-# Every library name chapter 6's code uses, so that the chapter imports this module alone.
+# Every other library name chapter 6's code uses, so that the chapter imports this module alone.
 from .. import figures
 from ..circuits import effective_preconditioner
 from ..config import DataConfig
@@ -54,67 +46,6 @@ __all__ = [
     "reference_values", "risk_check", "risk_estimates", "split_at", "split_floor", "sweep_estimates",
     "train_groups", "training_summary", "glue_values",
 ]
-
-SEEDS = {"quick": 10, "paper": 20}  # seeds per correlation, by profile
-
-
-@dataclass(frozen=True)
-class AnisotropicSetup(ChapterSetup):
-    """Chapter 6 (paper 1, B.3): ``seeds`` two-head models per correlation of :attr:`sweep_rhos`
-    (``rhos`` and the main experiment's ``rho``, :meth:`rho_sweep`), ``data`` at ``rho``, and the
-    sizes of the evaluations."""
-
-    chapter = "06_anisotropic"
-
-    rho: float
-    rhos: tuple
-    seeds: int
-    d: int
-    L: int
-    sigma2: float
-    steps: int | None
-    lr: float | None
-    eval_L: tuple
-    n_test: int
-    n_mc: int
-    data: DataConfig
-    train: TrainConfig
-
-    @classmethod
-    def from_parameters(cls, *, profile, seed, device, rho, rhos, seeds, d, L, sigma2, steps, lr, eval_L, n_test,
-                        n_mc) -> "AnisotropicSetup":
-        """Validate chapter 6's parameters (a bad one raises ``ValueError`` naming it), resolve the
-        profile on the device and the profile's seeds (``seeds=None``)."""
-        profile, seed, device = resolve_common(profile, seed, device, span=24)
-        rho = check_float("rho", rho, -1.0, 1.0, lo_open=True, hi_open=True)
-        rhos = check_rhos("rhos", rhos, max_len=8)  # models: (8 + 1) x seeds
-        seeds = SEEDS[profile] if seeds is None else seeds
-        seeds = check_int("seeds", seeds, 1, 24)  # models: (8 + 1) x seeds
-        # d: Monte Carlo chunks of 20,000 x L x d floats; training time grows with L; ridge > 0
-        f = paper1_fields(d, L, sigma2, steps, lr, d_range=(2, 16), L_range=(2, 256), sigma2_positive=True,
-                          lr_max=0.01)
-        eval_L = check_lengths("eval_L", eval_L, 2, 640, max_len=12)
-        n_test = check_int("n_test", n_test, 100, 200_000)  # per length and rho
-        n_mc = check_int("n_mc", n_mc, 100, 1_000_000)  # three Monte Carlo risks
-        return cls(profile=profile, seed=seed, device=device, rho=rho, rhos=rhos, seeds=seeds,
-                   eval_L=eval_L, n_test=n_test, n_mc=n_mc, **f._asdict(),
-                   data=f.data(rho=rho), train=f.train(profile))
-
-    @property
-    def sweep_rhos(self) -> list[float]:
-        """The correlations trained: ``rhos`` and ``rho``, sorted."""
-        return sorted({*self.rhos, self.rho})
-
-    def rho_sweep(self) -> dict[float, list[RunSpec]]:
-        """``{rho: [RunSpec per seed]}`` over :attr:`sweep_rhos`
-        (:func:`~icl_lib.paper1.anisotropic.experiment.rho_specs`)."""
-        rhos = self.sweep_rhos
-        specs = rho_specs(rhos, self.seeds, self.seed, self.d, self.L, self.sigma2, self.train)
-        return split(specs, rhos, self.seeds)
-
-    def runs(self) -> dict[str, list[RunSpec]]:
-        """``{"rhos": ...}``: every run of :meth:`rho_sweep`."""
-        return {"rhos": flat(self.rho_sweep())}
 
 
 def glue_values(values: dict, skip=()) -> None:

@@ -1,21 +1,12 @@
-"""Chapter 7's setup: multi-task regression (paper 1, Appendix B.4), the head
-sweep on tasks with supports ``S_n``.
-
-The module is chapter 7's one entry point: the chapter imports it alone (``ch``), and its
-``__all__`` names every library name the chapter's code uses."""
+"""Chapter 7's one entry point: the chapter imports this module alone (``ch``), and its ``__all__``
+names every library name the chapter's code uses: its setup (:mod:`icl_lib.setups.multitask`) and
+the library's functions, each imported from the module that defines it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..setups.multitask import MultitaskSetup
 
-from ..config import DataConfig, RunSpec, TrainConfig
-from ..paper1.multitask.references import check_supports, max_bayes_draws, max_test_prompts
-from ..paper1.sweeps import as_heads, heads_sweep_specs
-from ..validate import check_int, fail, literal_list
-from .base import ChapterSetup, flat, grouped, resolve_common
-from .fields import paper1_fields
-
-# Every library name chapter 7's code uses, so that the chapter imports this module alone.
+# Every other library name chapter 7's code uses, so that the chapter imports this module alone.
 from .. import figures
 from ..engine import describe_sources, train_groups
 from ..paper1.multitask.head_modes import (
@@ -55,58 +46,3 @@ __all__ = [
     "pattern_table", "per_model_table", "predicted_shared_ratio", "proportion_ci", "reference_gap", "reference_risks",
     "shared_ratio_estimates", "shown_seeds", "smallest", "task_loss_table", "train_groups",
 ]
-
-
-@dataclass(frozen=True)
-class MultitaskSetup(ChapterSetup):
-    """Chapter 7 (paper 1, B.4): ``seeds`` models per head count of ``heads`` on the tasks of
-    ``supports`` (:meth:`sweep`), and the sizes of the per-task losses and Bayes risks."""
-
-    chapter = "07_multitask"
-
-    heads: list
-    seeds: int
-    d: int
-    L: int
-    sigma2: float
-    supports: tuple
-    steps: int | None
-    lr: float | None
-    n_test: int
-    n_bayes: int
-    data: DataConfig
-    train: TrainConfig
-
-    @classmethod
-    def from_parameters(cls, *, profile, seed, device, heads, seeds, d, L, sigma2, supports, steps, lr, n_test,
-                        n_bayes) -> "MultitaskSetup":
-        """Validate chapter 7's parameters (a bad one raises ``ValueError`` naming it), then
-        resolve the profile on the device."""
-        profile, seed, device = resolve_common(profile, seed, device, span=32)
-        heads = as_heads(literal_list("heads", heads))  # sorted head counts
-        if max(heads) > 16:  # training time grows with H; the paper has H <= 4
-            fail("heads", heads, "head counts in [1, 16]")
-        seeds = check_int("seeds", seeds, 1, 32)  # one model per seed and H
-        # each head has (d + N)^2 KQ entries; time grows with L
-        f = paper1_fields(d, L, sigma2, steps, lr, L_range=(2, 512), lr_max=1.0)
-        d, L, sigma2, steps, lr = f
-        supports = check_supports(literal_list("supports", supports), d)  # 2-8 tasks
-        if sigma2 == 0 and L < max(map(len, supports)):  # Bayes needs X_S^T X_S > 0
-            fail("sigma2", sigma2, f"sigma2 > 0 when L={L} < max |S_n|")
-        n_max = min(200_000, max_test_prompts(heads, seeds, L, d + len(supports)))
-        n_test = check_int("n_test", n_test, 2, n_max)  # a few minutes at most
-        n_max = min(1_000_000, max_bayes_draws(L, supports))
-        n_bayes = check_int("n_bayes", n_bayes, 2, n_max)  # a few minutes at most
-        return cls(profile=profile, seed=seed, device=device, heads=heads, seeds=seeds, supports=supports,
-                   n_test=n_test, n_bayes=n_bayes, **f._asdict(),
-                   data=f.data(supports=supports), train=f.train(profile))
-
-    def sweep(self) -> dict[int, list[RunSpec]]:
-        """``{H: [RunSpec per seed]}``: the head sweep on ``data``
-        (:func:`~icl_lib.paper1.sweeps.heads_sweep_specs`)."""
-        specs = heads_sweep_specs(self.heads, self.seeds, self.seed, self.data, self.train)
-        return grouped(specs, lambda s: s.model.heads)
-
-    def runs(self) -> dict[str, list[RunSpec]]:
-        """``{"sweep": ...}``."""
-        return {"sweep": flat(self.sweep())}

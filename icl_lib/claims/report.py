@@ -112,7 +112,7 @@ class Claims:
     ``declared``: the chapter's claims to decide (a :class:`~icl_lib.claims.spec.ChapterClaims`,
     which names the chapter); ``profile`` and ``device``: where the chapter runs, resolved already
     (``"quick"`` or ``"paper"``, ``"cpu"`` or ``"cuda"``).  A chapter's setup builds it
-    (:meth:`~icl_lib.chapters.base.ChapterSetup.claims`), handing down what it resolved."""
+    (:meth:`~icl_lib.setups.base.ChapterSetup.claims`), handing down what it resolved."""
 
     def __init__(self, declared, profile: str, device: str, changed=()):
         self.declared = declared

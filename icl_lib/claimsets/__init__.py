@@ -1,4 +1,4 @@
-"""Every chapter's claims as data: one module per chapter, named as its setup (:mod:`icl_lib.chapters`).
+"""Every chapter's claims as data: one module per chapter, named as its setup (:mod:`icl_lib.setups`).
 
 Each module holds ``CLAIMS``, a :class:`~icl_lib.claims.spec.ChapterClaims`: for every claim the
 chapter decides, the paper's words and section, its kind and finding, its rule and where the rule
@@ -22,7 +22,7 @@ __all__ = ["declared", "every_chapter", "modules"]
 @cache
 def modules() -> dict[str, str]:
     """``{chapter: module}``: the module here that declares each chapter's claims (named as the
-    chapter's setup in :mod:`icl_lib.chapters`), by the chapter its ``CLAIMS`` names (the notebook's
+    chapter's setup in :mod:`icl_lib.setups`), by the chapter its ``CLAIMS`` names (the notebook's
     name, written once, in its ``ChapterClaims``), in the book's order."""
     found = {importlib.import_module(f"{__name__}.{info.name}").CLAIMS.chapter: info.name
              for info in pkgutil.iter_modules(__path__)}

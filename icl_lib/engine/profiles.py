@@ -1,6 +1,6 @@
 """The run profiles, ``quick`` (a CPU, minutes) and ``paper`` (the papers' sizes), and the training
 each gives paper 1's models: :data:`SETTINGS` (the engine's one registry; every chapter's own sizes
-and seed counts per profile live in its setup, :mod:`icl_lib.chapters`).
+and seed counts per profile live in its setup, :mod:`icl_lib.setups`).
 
 Paper 1 (``"paper1.train"``, :func:`train_config`): ``paper`` is the paper's training (Section 2,
 authors' code): Adam, lr 1e-3, batch 256, 500,000 steps.  ``quick`` keeps Adam and the batch,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import icl_lib as icl
-from icl_lib.chapters.base import split
+from icl_lib.setups.base import split
 from icl_lib.engine import train_groups
 from icl_lib.paper1.anisotropic.experiment import check_lengths, check_rhos, pos_neg_runs, rho_specs, training_summary
 from icl_lib.paper1.anisotropic.learned import (

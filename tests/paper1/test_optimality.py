@@ -249,7 +249,7 @@ def test_prediction_gap_curves_against_a_direct_loop():
 
 
 def test_variants_train_every_kind_with_the_sweeps_specs():
-    from icl_lib.chapters.base import grouped
+    from icl_lib.setups.base import grouped
     from icl_lib.config import TrainConfig
     from icl_lib.engine import train_groups
     from icl_lib.paper1.sweeps import heads_sweep_specs

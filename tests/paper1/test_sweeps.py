@@ -8,7 +8,7 @@ import torch
 
 from icl_lib import DataConfig
 from icl_lib.config import ModelConfig, RunSpec, TrainConfig
-from icl_lib.chapters.base import grouped
+from icl_lib.setups.base import grouped
 from icl_lib.engine import train_groups
 from icl_lib.paper1.sweeps import as_heads, heads_sweep_specs
 import pandas as pd

@@ -11,7 +11,7 @@ from scipy import stats
 from icl_lib.paper2.fits import drift_z, geometric_rate, growth_rate, loglog_fit, slope_over_repetitions, wls
 from icl_lib.paper2.manifold import balance, manifold_distance, manifold_point, saddle_curvature, saddle_curvatures
 from icl_lib.paper2.data import P2Config, haar_orthogonal, make_problem
-from icl_lib.chapters.convergence import SIZES, ConvergenceSizes
+from icl_lib.setups.convergence import SIZES, ConvergenceSizes
 from icl_lib.paper2.experiments import escape_time
 from icl_lib.paper2.loss import P_matrix, excess_loss, population_grad, regulariser, stack_theta
 
