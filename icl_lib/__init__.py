@@ -10,7 +10,7 @@ which ``tests/test_layers.py`` checks against the imports.
 """
 
 from .circuits import PatternSummary, mu_of, omega_of, summarize_pattern
-from .chapter import changed_parameters
+from .parameters import changed_parameters
 from .claims import Claims
 from .config import DataConfig, ModelConfig, RunSpec, TrainConfig, kms_covariance, resolve_device
 from .data import Batch, TaskSampler, sample_batch

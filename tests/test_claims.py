@@ -199,3 +199,7 @@ def test_a_decision_reads_its_population_and_writes_who_it_left_out():
         c.claims.decide("c", Estimate(0.9, 0.8, 1.0), among=(37, 36))
     with pytest.raises(ValueError, match="^left_out="):
         c.claims.decide("c", Estimate(0.9, 0.8, 1.0), among=(3, 36), left_out="3 seeds")
+    c.claims.decide("c", Estimate(0.9, 0.8, 1.0), among=(30, 36, "not in the pattern"))
+    assert c.claims.items[-1].population.endswith("left out: 6 of 36, not in the pattern")
+    with pytest.raises(ValueError, match="^among="):
+        c.claims.decide("c", Estimate(0.9, 0.8, 1.0), among=(30, 36, 6))

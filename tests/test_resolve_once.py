@@ -10,7 +10,7 @@ from collections import Counter
 
 import icl_lib.config
 import icl_lib.validate
-from icl_lib.chapter import chapter_parameters
+from icl_lib.parameters import chapter_parameters
 from icl_lib.setups import PatternsSetup
 from icl_lib.engine import train_groups
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from icl_lib.chapter import chapter_parameters
+from icl_lib.parameters import chapter_parameters
 from icl_lib.setups import SETUPS, PatternsSetup, PhaseDiagramSetup
 from icl_lib.paper1 import sensitivity
 from icl_lib.paper1.phase_diagram import trap

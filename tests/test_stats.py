@@ -1,6 +1,7 @@
 """The interval arithmetic of icl_lib.stats: differences of fractions, and the size that would
 decide a claim its interval leaves undecided."""
 
+import numpy as np
 import pytest
 from scipy import stats as sps
 
@@ -106,3 +107,17 @@ def test_order_statistic_intervals_grow_to_a_size_from_the_measured_spread():
     assert ext.at_size(1) == pytest.approx((ext.lo, ext.hi)) and ext.at_size(16)[0] > ext.lo
     hull = envelope({"a": e, "b": ext})
     assert hull.at_size(1) == pytest.approx((hull.lo, hull.hi)) and hull.at_size(4)[0] > hull.lo
+
+
+def _order_rank_by_walk(n, level):
+    """The rank a walk up from 0 stops at (the definition itself), every rank's cdf at once."""
+    ranks = np.arange(n // 2)
+    below = sps.binom.cdf(ranks, n, 0.5) <= (1 - level) / 2
+    return int(n // 2 if below.all() else np.argmin(below))
+
+
+@pytest.mark.parametrize("level", [0.95, 0.99, 0.999, 0.5])
+def test_order_rank_is_the_rank_a_walk_from_zero_stops_at(level):
+    from icl_lib.stats.intervals import order_rank
+    for n in list(range(0, 3001)) + [4096, 9999, 20000, 100000]:
+        assert order_rank(n, level) == _order_rank_by_walk(n, level), n

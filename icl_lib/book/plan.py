@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..chapter import BOOK, chapter_parameters
+from ..parameters import BOOK, chapter_parameters
 from ..config import RunSpec
 from ..engine.profiles import resolve_profile
 from ..engine.store import RunStore, experiment_key, holds_all

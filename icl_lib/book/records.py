@@ -87,7 +87,7 @@ RECORDED: dict[str, Recorded] = {
                  "stats/estimate.py", "stats/intervals.py", "stats/resample.py", "claims/__init__.py",
                  "claims/decision.py", "claims/findings.py", "claims/multiplicity.py", "claims/report.py",
                  "claims/rules.py", "claims/spec.py", "claims/words.py", "claimsets/__init__.py", "claimsets/convergence.py",
-                 "seeding.py", "validate.py", "chapter.py", "setups/base.py", "setups/convergence.py",
+                 "seeding.py", "validate.py", "parameters.py", "setups/base.py", "setups/convergence.py",
                  "chapters/convergence.py", "definitions.py",
                  "figures/curves.py", "figures/rates.py", "figures/style.py"),
         settings=(),

@@ -105,7 +105,7 @@ class Claims:
     """Collects a chapter's claims and reports them (all chapters).
 
     ``changed``: the chapter's parameters set away from its own values
-    (:func:`icl_lib.chapter.changed_parameters`); with none, the chapter runs in the profiles its
+    (:func:`icl_lib.parameters.changed_parameters`); with none, the chapter runs in the profiles its
     claims are declared for, and :meth:`report` fails on a FAIL the chapter does not report (as
     CI and nbval run it); with some, a reader's re-run, :meth:`report` prints every verdict and
     finishes, and the summary says that the claims were declared for other parameters.
@@ -132,7 +132,7 @@ class Claims:
         return self.profile in self.declared.get(key).profiles
 
     # ----------------------------------------------------------------- deciding declared claims
-    def decide(self, key: str, estimate, /, *, n: int | None = None, among: tuple[int, int] | None = None,
+    def decide(self, key: str, estimate, /, *, n: int | None = None, among: tuple | None = None,
                left_out: str = "", rival: float | dict | None = None, whole=None, **fields) -> None:
         """Decide the declared claim ``key`` (:mod:`icl_lib.claimsets`; its id's fields in
         ``fields``, e.g. ``H=2``) on ``estimate`` (an :class:`~icl_lib.stats.Estimate`) by its
@@ -140,9 +140,10 @@ class Claims:
         the declared nearest rival (``{name: value}`` for several), which the interval must then
         exclude.  ``n``: the independent
         units the estimate rests on (for the size that would decide it, and for a fraction the best
-        its n can show).  ``among``: ``(kept, of)``, the units of the declared population the
-        estimate reads and those it was drawn from: ``n`` is then ``kept`` unless given, and the
-        record says ``"left out: <of - kept> of <of>"`` beside the population's words.
+        its n can show).  ``among``: ``(kept, of)`` or ``(kept, of, why)``, the units of the declared
+        population the estimate reads and those it was drawn from (``why``: what the left-out
+        units lack, in words): ``n`` is then ``kept`` unless given, and the record says
+        ``"left out: <of - kept> of <of>, <why>"`` beside the population's words.
         ``left_out``: who the population leaves out, in words, where ``among`` cannot say it;
         ``whole``: for a claim on a subpopulation, the same measurement over
         the whole population (an :class:`~icl_lib.stats.Estimate`, a number or a text).  The
@@ -175,7 +176,7 @@ class Claims:
                         _reading_alternatives(spec, rule, estimate), _margin(spec, rivals),
                         _whole(whole), _design(spec.rule, estimate, n, spec.unit), _defs()))
 
-    def decide_exact(self, key: str, passed: bool, measured, /, *, among: tuple[int, int] | None = None,
+    def decide_exact(self, key: str, passed: bool, measured, /, *, among: tuple | None = None,
                      left_out: str = "", whole=None, **fields) -> None:
         """Decide the declared claim ``key``, whose rule is a condition in words (``"every
         model"``), by the chapter's own comparison ``passed`` (no interval: an exact statement, or
@@ -361,16 +362,21 @@ def _cell_number() -> int | None:
 
 
 def _among(among, n, left_out: str) -> tuple:
-    """``(n, left_out)`` of a decision from ``among = (kept, of)``: ``n`` is ``kept`` unless given,
-    ``left_out`` says how many of ``of`` the population left out (nothing when it kept them all)."""
+    """``(n, left_out)`` of a decision from ``among = (kept, of)`` or ``(kept, of, why)``: ``n`` is
+    ``kept`` unless given, ``left_out`` says how many of ``of`` the population left out and, where
+    ``why`` is given, why (``"13 of 52, not in the pattern"``); nothing when it kept them all."""
     if among is None:
         return n, left_out
-    kept, total = (int(v) for v in among)
+    if len(among) not in (2, 3) or (len(among) == 3 and not isinstance(among[2], str)):
+        raise ValueError(f"among={among!r} is invalid: accepted (kept, of) or (kept, of, why in words)")
+    kept, total = (int(v) for v in among[:2])
+    why = among[2].strip() if len(among) == 3 else ""
     if not 0 <= kept <= total:
         raise ValueError(f"among={among!r} is invalid: accepted (kept, of) with 0 <= kept <= of")
     if left_out:
         raise ValueError(f"left_out={left_out!r} is invalid with among: accepted '' (among writes it)")
-    return (kept if n is None else n), (f"{total - kept} of {total}" if total > kept else "")
+    count = f"{total - kept} of {total}" + (f", {why}" if why else "")
+    return (kept if n is None else n), (count if total > kept else "")
 
 
 def _device_name(device: str) -> str:

@@ -10,7 +10,7 @@ from typing import Callable, ClassVar, Hashable, Mapping, Sequence
 
 import torch
 
-from ..chapter import changed_parameters
+from ..parameters import changed_parameters
 from ..claims import Claims
 from ..claimsets import declared
 from ..config import RunSpec, resolve_device
@@ -73,7 +73,7 @@ class ChapterSetup:
         """The chapter's claims collector (:class:`~icl_lib.claims.Claims`): the claims declared for
         it (:mod:`icl_lib.claimsets`), decided in this setup's profile on its device, and the
         parameters this run set away from the chapter's own (``namespace``: the chapter's
-        ``globals()`` in its validation cell; :func:`~icl_lib.chapter.changed_parameters`)."""
+        ``globals()`` in its validation cell; :func:`~icl_lib.parameters.changed_parameters`)."""
         return Claims(declared(self.chapter), self.profile, self.device, changed_parameters(self.chapter, namespace))
 
     @classmethod

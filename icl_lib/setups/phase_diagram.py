@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..chapter import renamed
+from ..parameters import renamed
 from ..config import RunSpec, TrainConfig
 from ..paper1.phase_diagram.grid import PhaseGrid, grid_specs, profile_grid
 from ..paper1.phase_diagram.causes import CauseDesign, cause_design

@@ -61,10 +61,17 @@ def order_rank(n: int, level: float = LEVEL) -> int:
     """The rank ``k`` of the order-statistic interval ``[x_(k), x_(n+1-k)]`` of a median of ``n``
     values at ``level``: the largest ``k`` with ``P(B <= k - 1) <= (1 - level) / 2``, ``B ~ Bin(n,
     1/2)``; 0 when ``n`` is too small to bound the median."""
-    k = 0
-    while k + 1 <= n // 2 and sps.binom.cdf(k, n, 0.5) <= (1 - level) / 2:
+    alpha = (1 - level) / 2
+    if n < 2 or sps.binom.cdf(0, n, 0.5) > alpha:
+        return 0
+    # The first rank whose cdf exceeds alpha, found from the quantile function and then checked
+    # against the cdf itself on both sides, so that it is the rank a walk up from 0 would stop at.
+    k = int(sps.binom.ppf(alpha, n, 0.5))
+    while k > 0 and sps.binom.cdf(k - 1, n, 0.5) > alpha:
+        k -= 1
+    while k < n // 2 and sps.binom.cdf(k, n, 0.5) <= alpha:
         k += 1
-    return k
+    return min(k, n // 2)
 
 
 def order_interval_at(lows: Sequence[float], highs: Sequence[float], level: float, m: float) -> tuple[float, float]:

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..chapter import BOOK, chapter_parameters
+from ..parameters import BOOK, chapter_parameters
 from ..claims import CLAIM_LINE
 
 __all__ = ["variants", "failures", "main"]

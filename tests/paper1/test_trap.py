@@ -14,7 +14,7 @@ from icl_lib.paper1.phase_diagram import mechanism as td, trap
 from icl_lib.paper1.approx_loss import ApproxLossConfig, approx_loss
 from icl_lib.paper1.phase_diagram.grid import Cell
 from icl_lib.stats import diff_seeds_to_decide, proportion_ci, seeds_for_interval, seeds_to_decide
-from icl_lib.chapter import renamed
+from icl_lib.parameters import renamed
 
 
 def test_the_sweep_crosses_the_rates_for_one_head_count_and_gives_the_anchors_more_seeds():

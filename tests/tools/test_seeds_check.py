@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from icl_lib.chapter import BOOK, chapter_parameters
+from icl_lib.parameters import BOOK, chapter_parameters
 from icl_lib.tools.seeds_check import failures, variants
 
 

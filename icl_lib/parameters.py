@@ -1,4 +1,5 @@
-"""What a chapter's validation cell uses besides :mod:`icl_lib.validate`'s checks.
+"""A chapter's parameters, and what its validation cell uses besides :mod:`icl_lib.validate`'s
+checks.
 
 * :func:`renamed` -- a configuration validated by its own field names (``heads``) reports the
   chapter's parameter name instead (``grid_heads``), so that every error names what the reader set
