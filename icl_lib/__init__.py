@@ -13,7 +13,7 @@ from .circuits import PatternSummary, mu_of, omega_of, summarize_pattern
 from .parameters import changed_parameters
 from .claims import Claims
 from .config import DataConfig, ModelConfig, RunSpec, TrainConfig, kms_covariance, resolve_device
-from .data import Batch, TaskSampler, sample_batch
+from .sampling import Batch, TaskSampler, sample_batch
 from .engine import (
     EnsembleTrainer,
     Run,

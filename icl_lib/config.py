@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 ATTENTION_KINDS = ("softmax", "linear", "one_plus_tanh", "quadratic", "square")
-INITS = ("authors", "per-head")  # the initialisations of ModelConfig.init (icl_lib.models)
+MODEL_INITS = ("authors", "per-head")  # the initialisations of ModelConfig.init (icl_lib.models)
 FORMS = ("full", "3.1")  # what trains (ModelConfig.form; icl_lib.engine.forms)
 COVARIATES = ("gaussian", "sphere")  # how covariates are drawn (DataConfig.covariates)
 OPTIMIZERS = ("adam", "sgd")
@@ -185,7 +185,7 @@ class ModelConfig:
         if self.norm_length is not None:
             object.__setattr__(self, "norm_length", check_int("norm_length", self.norm_length, 1))
         object.__setattr__(self, "init_scale", check_float("init_scale", self.init_scale, 0.0, lo_open=True))
-        check_choice("init", self.init, INITS)
+        check_choice("init", self.init, MODEL_INITS)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Reference predictors and their risks (paper 1, Section 4.3, Theorem 4.2, Appendix F).
 
-Predictors act on a :class:`~icl_lib.data.Batch` (single task) and return ``(..., B)``:
+Predictors act on a :class:`~icl_lib.sampling.Batch` (single task) and return ``(..., B)``:
 
 * vanilla GD       ``y_hat = (eta / L) sum_i y_i x_i^T Gamma x_q``  (one GD step from 0),
 * debiased GD      ``y_hat = (eta / L) sum_i y_i (x_i - xbar)^T Gamma x_q``,
@@ -28,7 +28,7 @@ sequences (:func:`bayes_risk_mc`); its proportional limit (``d/L -> xi``) is
 GD risk tends to ``(s2 + (1+s2)^2 xi) / (1 + (1+s2) xi)``.  Chapters 1, 2, 5 and 6.
 
 Paired comparisons: :func:`mc_errors` scores several predictors on one shared set of sequences and
-:func:`paired_ratio` turns two of them into a relative excess risk with its paired interval (the
+:func:`relative_excess` turns two of them into a relative excess risk with its paired interval (the
 test set's own error cancels in the pair; chapters 1 and 2).
 """
 
@@ -41,7 +41,7 @@ import torch
 from scipy import stats as sps
 
 from .config import DataConfig
-from .data import Batch, sample_chunks
+from .sampling import Batch, sample_chunks
 from .seeding import generator
 from .stats import LEVEL, Estimate
 from .validate import check_float, check_int, fail
@@ -63,7 +63,7 @@ __all__ = [
     "bayes_risk",
     "mc_risk",
     "mc_errors",
-    "paired_ratio",
+    "relative_excess",
     "relative",
     "bayes_risk_mc",
     "model_risk",
@@ -257,7 +257,7 @@ def mc_errors(
     return {k: torch.cat(v) for k, v in out.items()}
 
 
-def paired_ratio(a, b, level: float = LEVEL) -> Estimate:
+def relative_excess(a, b, level: float = LEVEL) -> Estimate:
     """``mean(a) / mean(b) - 1`` of two predictors' squared errors ``a``, ``b`` on the same
     sequences, with the delta-method interval from the paired standard error,
     ``se = sd(a - r b) / (mean(b) sqrt(n))`` at ``r = mean(a) / mean(b)`` (normal quantile).
@@ -304,7 +304,7 @@ def model_risk(
 
 def max_sequences_at_once(d: int, L: int, n_tasks: int = 1, budget: int = 100_000_000) -> int:
     """The most sequences of ``L`` demonstrations in dimension ``d`` that one draw of
-    :func:`~icl_lib.data.sample_batch` holds within ``budget`` numbers (float64: 800 MB for the
+    :func:`~icl_lib.sampling.sample_batch` holds within ``budget`` numbers (float64: 800 MB for the
     default): ``budget // ((d + n_tasks) (L + 1) + n_tasks d)``, the numbers per sequence of the
     sampler (tokens and task vectors).  Bounds chapter 1's Monte Carlo size ``n_mc``, drawn at
     once for the label moment (paper 1, Section 2)."""

@@ -25,8 +25,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .config import ATTENTION_KINDS, INITS
-from .data import Batch
+from .config import ATTENTION_KINDS, MODEL_INITS
+from .sampling import Batch
 from .validate import check_choice, check_int
 
 __all__ = ["AttentionEnsemble", "kernel_regression_predict", "ACTIVATIONS"]
@@ -149,7 +149,7 @@ class AttentionEnsemble(nn.Module):
         for p in (self.Q, self.K, self.V, self.O):
             p.zero_()
         for r, (Hr, gen, scale, kind) in enumerate(zip(self.heads, generators, init_scale, init)):
-            check_choice("init", kind, INITS)
+            check_choice("init", kind, MODEL_INITS)
             out_fan_in = D * Hr if kind == "authors" else D  # kaiming_uniform_(a=sqrt(5)): bound 1/sqrt(fan_in)
             sizes = [Hr * D * D] * 3 + [Hr * N * D]
             bounds = [1 / math.sqrt(D)] * 3 + [1 / math.sqrt(out_fan_in)]

@@ -15,7 +15,7 @@ import pytest
 
 from icl_lib import DataConfig, ModelConfig, TrainConfig
 from icl_lib.config import RunSpec
-from icl_lib.paper1.optimality.experiment import VARIANTS
+from icl_lib.paper1.optimality.trained import VARIANTS
 from icl_lib.paper1.sensitivity import ALTERNATIVES
 from icl_lib.setups import (SETUPS, AnisotropicSetup, DynamicsSetup, MultitaskSetup, OptimalitySetup,
                             PatternsSetup, PhaseDiagramSetup, ProblemSetup)

@@ -199,7 +199,7 @@ def test_mc_errors_are_mc_risk_s_sequences_and_pair_them():
 def test_paired_ratio_covers_the_closed_form_ratio_and_is_tighter_than_unpaired():
     """The paired excess risk of debiased over vanilla GD (steps 0.8, 0.75) covers the closed-form
     ratio - 1 in about 95 % of independent test sets; its interval is far narrower than the risks'."""
-    from icl_lib.estimators import mc_errors, paired_ratio
+    from icl_lib.estimators import mc_errors, relative_excess
 
     d, L, s2 = 5, 20, 0.1
     data = DataConfig(d=d, L=L, sigma2=s2)
@@ -208,14 +208,14 @@ def test_paired_ratio_covers_the_closed_form_ratio_and_is_tighter_than_unpaired(
     covered, trials = 0, 60
     for k in range(trials):
         e = mc_errors(preds, data, n=4_000, seed=100 + k)
-        r = paired_ratio(e["dgd"], e["gd"])
+        r = relative_excess(e["dgd"], e["gd"])
         covered += r.lo <= want <= r.hi
         m = e["dgd"].mean().item()
         assert abs(r.value - (m / e["gd"].mean().item() - 1)) < 1e-12
         assert r.hi - r.lo < 0.5 * 2 * 1.96 * e["dgd"].std().item() / math.sqrt(4_000) / m  # the pairing pays
     assert covered / trials > 0.85, covered / trials
     with pytest.raises(ValueError, match="^b="):
-        paired_ratio(torch.ones(3), torch.ones(4))
+        relative_excess(torch.ones(3), torch.ones(4))
 
 
 def test_relative_to_an_exact_reference():

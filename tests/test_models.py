@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from icl_lib import AttentionEnsemble, DataConfig, kernel_regression_predict, mu_of, omega_of, sample_batch
-from icl_lib.data import Batch
+from icl_lib.sampling import Batch
 from icl_lib.seeding import make_generators
 
 

@@ -30,7 +30,7 @@ def _range_of(setup, group: str) -> str:
 def test_no_two_ranges_overlap():
     for (a, (ra, _)), (b, (rb, _)) in itertools.combinations(SEED_RANGES.items(), 2):
         assert not set(ra) & set(rb), f"{a} and {b} share seeds"
-    assert trap.FIRST_SEED == first_seed("trap") and sensitivity.FIRST_SEED == first_seed("sensitivity")
+    assert trap.TRAP_SEED == first_seed("trap") and sensitivity.SENSITIVITY_SEED == first_seed("sensitivity")
 
 
 @pytest.mark.parametrize("profile", ["quick", "paper"])

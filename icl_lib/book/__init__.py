@@ -4,7 +4,7 @@
   what it costs here (:mod:`~icl_lib.book.plan_cost`) and its training into the run cache and the
   run store (:mod:`~icl_lib.book.plan_training`)
 * :mod:`~icl_lib.book.execute`  -- ``make book``: chapters executed side by side into the Jupyter Cache
-* :mod:`~icl_lib.book.cache`    -- when the execution cache no longer holds this code's executions
+* :mod:`~icl_lib.book.execution_cache`    -- when the execution cache no longer holds this code's executions
 * :mod:`~icl_lib.book.timings`  -- how long each chapter took
 * :mod:`~icl_lib.book.records`  -- the committed records of the chapters' paper runs
 * :mod:`~icl_lib.book.sphinx`   -- the Sphinx extension: the claims dashboard, the rule-change page

@@ -18,7 +18,7 @@ nothing trains, ``quick`` otherwise (:func:`chapter_profiles`).  Unset, every ke
 Chapters start in the order given (``make book`` starts the long ones first, and chapter 2 before
 the chapters that reuse its runs).  A chapter whose source did not change since its last execution
 is skipped, unless ``icl_lib`` (or the libraries it computes with) changed since then: the cache
-is then emptied and every chapter executes again (:mod:`icl_lib.book.cache`).  A chapter that fails is reported and left to the build, which executes it again and
+is then emptied and every chapter executes again (:mod:`icl_lib.book.execution_cache`).  A chapter that fails is reported and left to the build, which executes it again and
 shows the error.  The execution mirrors MyST-NB's (kernel in the notebook's folder, the
 ``execution`` timeout, errors not allowed).
 """
@@ -32,7 +32,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-from .cache import clear_if_stale
+from .execution_cache import clear_if_stale
 
 __all__ = ["main", "execute_chapters"]
 
@@ -131,7 +131,7 @@ def execute_chapters(
     """Execute the chapters missing from the Jupyter Cache at ``cache_path``; returns the failures.
 
     The cache is emptied first when it was filled by other code (another ``fingerprint``, by default
-    :func:`icl_lib.book.cache.execution_fingerprint`): then every chapter executes again."""
+    :func:`icl_lib.book.execution_cache.execution_fingerprint`): then every chapter executes again."""
     import nbformat
     from jupyter_cache import get_cache
     from jupyter_cache.cache.main import CacheBundleIn

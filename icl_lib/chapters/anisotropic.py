@@ -11,7 +11,7 @@ from .. import figures
 from ..circuits import effective_preconditioner
 from ..config import DataConfig
 from ..engine import train_groups
-from ..paper1.anisotropic.experiment import pos_neg_runs, training_summary
+from ..paper1.anisotropic.runs import pos_neg_runs, training_summary
 from ..paper1.anisotropic.learned import (
     b3_estimates,
     circuit_table,
@@ -31,7 +31,7 @@ from ..paper1.anisotropic.model_losses import (
     length_losses,
     loss_estimates,
     loss_summary,
-    paired_losses,
+    rho_sweep_losses,
     plain_gd_rival,
 )
 from ..paper1.anisotropic.preconditioner import optimal_preconditioner, reference_values, risk_check, risk_estimates
@@ -41,7 +41,7 @@ __all__ = [
     "SEEDS", "AnisotropicSetup", "b3_estimates", "circuit_table", "DataConfig",
     "distance_sweep", "effective_preconditioner", "figures", "head_split_histories", "initial_spread_rival",
     "inverse_distances", "length_losses", "loss_estimates", "loss_summary", "median_ci", "optimal_preconditioner",
-    "ov_magnitude_estimate", "ov_magnitude_rival", "ov_magnitudes", "paired_losses", "plain_gd_rival",
+    "ov_magnitude_estimate", "ov_magnitude_rival", "ov_magnitudes", "rho_sweep_losses", "plain_gd_rival",
     "pos_neg_runs", "preconditioner_values", "ratio",
     "reference_values", "risk_check", "risk_estimates", "split_at", "split_floor", "sweep_estimates",
     "train_groups", "training_summary", "glue_values",

@@ -29,7 +29,7 @@ from ..paper1.dynamics.landscape import (
     valley_statistics,
     valley_table,
 )
-from ..paper1.dynamics.manifold import optimality_estimates, optimality_table, settle_order_estimate, SETTLE_TOL
+from ..paper1.dynamics.slide import optimality_estimates, optimality_table, settle_order_estimate, SETTLE_TOL
 from ..paper1.dynamics.norms import attention_norm_study, norm_estimates, norm_statistics
 from ..paper1.dynamics.observations import observation_runs, observation_summary, observation_table, run_fraction
 from ..paper1.dynamics.stage_detection import (

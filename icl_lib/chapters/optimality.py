@@ -11,7 +11,7 @@ from .. import estimators as est, figures, stats
 from ..engine import stack_models, train, train_groups
 from ..paper1.optimality.activations import (activation_rates, activation_table, coefficient_spread, pattern_estimate,
                                              rate_spread_estimate)
-from ..paper1.optimality.experiment import (
+from ..paper1.optimality.trained import (
     ACTIVATIONS_B2,
     kept_variants,
     LABELS,

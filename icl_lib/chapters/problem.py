@@ -9,7 +9,7 @@ from ..setups.problem import ProblemSetup
 # Every other library name chapter 1's code uses, so that the chapter imports this module alone.
 from .. import estimators as est, figures, seeding, stats
 from ..config import resolve_device
-from ..data import sample_batch
+from ..sampling import sample_batch
 from ..engine import train
 from ..models import AttentionEnsemble, kernel_regression_predict
 from ..paper1.dynamics.landscape import reparam_circuits

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from ..config import RunSpec
-from ..data import Batch, TaskSampler
+from ..sampling import Batch, TaskSampler
 from ..models import AttentionEnsemble
 from ..seeding import derive_seed
 from ..validate import check_int
@@ -89,7 +89,7 @@ class FusedProgram:
         self.B, self.L, self.d, self.N = s0.train.batch, s0.data.L, s0.data.d, s0.data.n_tasks
         self.threads = check_int("threads", threads, 1, 256)
         R, H, D = model.R, max(model.heads), model.D
-        self.kind = K.KINDS[model.attention]
+        self.kind = K.ATTENTION_CODES[model.attention]
         self.norm_len = float(model.norm_length or 1)
         self.keys = fused_keys(self.specs)
         self.heads = np.asarray(model.heads, np.int64)
@@ -136,7 +136,7 @@ class FusedProgram:
         numba.set_num_threads(max(1, min(self.threads, numba.config.NUMBA_NUM_THREADS)))
 
     def batch(self, step: int) -> Batch:
-        """The ensemble's step-``step`` batches as a :class:`~icl_lib.data.Batch` ``(R, B, ...)``: the
+        """The ensemble's step-``step`` batches as a :class:`~icl_lib.sampling.Batch` ``(R, B, ...)``: the
         sequences a fused step trains on, drawn again (tests, and the final training loss)."""
         R, dt = self.model.R, self.KQ.dtype
         probe = np.empty(1, dt)

@@ -4,7 +4,7 @@ One call of :func:`chunk_grads` takes a list of work items, each ``CH`` sequence
 at one step, and for each: draws the sequences' Gaussian numbers inside the loop
 (:mod:`icl_lib.engine.fused_random`), turns them into the model's task (paper 1, Section 2; B.3's
 covariance, B.4's supports), runs the forward pass of eq. (2.2) in circuit form (attention kinds
-:data:`KINDS`), the analytic backward pass to the circuits ``KQ_h`` and ``OV_h``, and adds the
+:data:`ATTENTION_CODES`), the analytic backward pass to the circuits ``KQ_h`` and ``OV_h``, and adds the
 item's loss and circuit gradients to its own output slot.  The ``CH`` sequences of an item are the
 SIMD lanes: every loop has them innermost, so the compiler vectorises across sequences and no step
 needs a horizontal sum; the sums over tokens and features keep their accumulators in registers
@@ -31,10 +31,10 @@ from .fused_math import _JIT, _exp, _tanh  # noqa: E402
 from .fused_random import CH, _fill_normals, _make_data, _seed_lanes  # noqa: E402
 from .fused_simd import add_outer, dot_tokens, max_tokens, pool_tokens, query_vectors  # noqa: E402
 
-__all__ = ["KINDS", "chunk_grads", "reduce_grads", "circuits", "adam_update", "adam_update4", "sgd_update",
+__all__ = ["ATTENTION_CODES", "chunk_grads", "reduce_grads", "circuits", "adam_update", "adam_update4", "sgd_update",
            "step_grads", "step_grads_serial"]
 
-KINDS = {"softmax": 0, "linear": 1, "one_plus_tanh": 2, "quadratic": 3, "square": 4}  # attention codes
+ATTENTION_CODES = {"softmax": 0, "linear": 1, "one_plus_tanh": 2, "quadratic": 3, "square": 4}  # attention codes
 
 
 # ------------------------------------------------------------------------------------------ model
@@ -73,7 +73,7 @@ def chunk_grads(items, step, keys, KQ, OV, heads, chol, xmode, noise_std, beta_s
     model's ``KQ (H, D, d)`` and ``OV (H, N, D)`` to ``out_gKQ[i]``, ``out_gOV[i]``.
 
     ``xmode``: per model, how its covariates are drawn (:data:`~icl_lib.engine.fused_random.XMODES`);
-    ``kind``: :data:`KINDS`; ``norm_len``: linear attention's normaliser.  The forward pass is
+    ``kind``: :data:`ATTENTION_CODES`; ``norm_len``: linear attention's normaliser.  The forward pass is
     paper 1's eq. (2.2) as :meth:`icl_lib.models.AttentionEnsemble.forward` computes it; the
     backward pass is its derivative written out (tested against autograd)."""
     H, D, d = KQ.shape[1], KQ.shape[2], KQ.shape[3]

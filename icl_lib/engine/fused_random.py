@@ -145,7 +145,7 @@ def normals(k0, k1, step, item, rows):
 def _make_data(Z, beta, raw, chol, xmode, noise_std, beta_scale, d, N, T):
     """Turn an item's normals ``raw`` into its sequences: ``Z (D, T, CH)`` tokens (covariates, then
     labels; column ``T - 1`` is the query) and ``beta (N, d, CH)``, in the sampler's layout
-    (:meth:`icl_lib.data.TaskSampler.sample`: ``x^T``, then the noise, then ``beta``).  ``xmode``:
+    (:meth:`icl_lib.sampling.TaskSampler.sample`: ``x^T``, then the noise, then ``beta``).  ``xmode``:
     how the covariates are drawn (:data:`XMODES`): 0 standard normal, 1 normal with covariance
     ``chol chol^T``, 2 uniform on the sphere of radius ``sqrt(d)``."""
     copy_rows(Z, raw, 0, d * T * CH, noise_std, False)  # row k T + i of raw is Z[k, i]

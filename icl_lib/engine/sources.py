@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from ..data import Batch, TaskSampler
+from ..sampling import Batch, TaskSampler
 
 __all__ = [
     "BatchSource",

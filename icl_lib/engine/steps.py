@@ -25,7 +25,7 @@ from typing import Callable, NamedTuple, Sequence
 import torch
 
 from ..config import RunSpec
-from ..data import Batch, TaskSampler
+from ..sampling import Batch, TaskSampler
 from ..models import AttentionEnsemble
 from ..validate import check_int
 

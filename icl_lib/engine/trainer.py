@@ -37,7 +37,7 @@ from typing import Sequence
 import torch
 
 from ..config import RunSpec, resolve_dtype
-from ..data import Batch, TaskSampler
+from ..sampling import Batch, TaskSampler
 from ..seeding import content_seed, generator, make_generators
 from ..validate import check_int
 from ..version import MODEL_CODE_VERSION

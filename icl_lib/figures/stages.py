@@ -17,7 +17,7 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..paper1.dynamics.manifold import eta_history, manifold_scales
+from ..paper1.dynamics.slide import eta_history, manifold_scales
 from ..paper1.dynamics.stage_detection import StageSummary
 from .curves import dynamics
 from .style import HEAD_COLORS

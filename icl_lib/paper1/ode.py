@@ -35,11 +35,11 @@ from ..validate import check_choice, check_float, check_int, fail
 from .approx_loss import ApproxLossConfig, approx_loss, approx_loss_grad, mu_star, s_star
 
 __all__ = ["FlowConfig", "FlowResult", "initial_theta", "flow_rhs", "gradient_flow", "growth_rate_fit",
-           "valley_omega", "valley_residuals", "phase_summary", "METHODS", "predicted_s_gap",
+           "valley_omega", "valley_residuals", "phase_summary", "SOLVERS", "predicted_s_gap",
            "predicted_t_phase1", "flow_estimate", "SOLVER_SPREAD",
            "limits_table", "phase_table", "residual_table", "timing_table"]
 
-METHODS = ("Radau", "BDF", "LSODA")  # stiff-capable methods of solve_ivp
+SOLVERS = ("Radau", "BDF", "LSODA")  # stiff-capable methods of solve_ivp
 SOLVER_SPREAD = 1e-6  # relative half-width given to a quantity of a flow solved at rtol 1e-10
 
 
@@ -64,7 +64,7 @@ class FlowConfig:
             fail("loss", self.loss, "an ApproxLossConfig")
         object.__setattr__(self, "eps", check_float("eps", self.eps, 0.0, 0.1, lo_open=True))
         object.__setattr__(self, "t_max", check_float("t_max", self.t_max, 0.0, 1e9, lo_open=True))
-        check_choice("method", self.method, METHODS)
+        check_choice("method", self.method, SOLVERS)
         object.__setattr__(self, "rtol", check_float("rtol", self.rtol, 1e-14, 1e-3))
         object.__setattr__(self, "atol", check_float("atol", self.atol, 1e-16, 1e-3))
         object.__setattr__(

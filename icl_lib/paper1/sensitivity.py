@@ -18,7 +18,7 @@ SGD or Adam is applied) due to the 'river valley' loss landscape" (§4.2).  Chap
   instead of 256, and plain SGD instead of Adam.  SGD's rate, 0.03, was chosen from a pilot of
   20,000 steps on two three-head seeds (900, 901, not used here) at 0.003, 0.01, 0.03 and 0.1: the
   rates that left the single head's loss within the first 10,000 steps were 0.01 to 0.1, and 0.03
-  is their middle.  The runs use fresh seeds (:data:`FIRST_SEED`, from
+  is their middle.  The runs use fresh seeds (:data:`SENSITIVITY_SEED`, from
   :data:`~icl_lib.paper1.seed_ranges.SEED_RANGES`; the pilot's seeds are there too).
 """
 
@@ -37,11 +37,11 @@ from .seed_ranges import first_seed
 from ..stats import LEVEL, Estimate, median_ci, proportion_ci
 from ..validate import check_choice, check_int
 
-__all__ = ["ALTERNATIVES", "FIRST_SEED", "SGD_LR", "alternative_configs", "sensitivity_specs",
+__all__ = ["ALTERNATIVES", "SENSITIVITY_SEED", "SGD_LR", "alternative_configs", "sensitivity_specs",
            "group_scales", "model_scales", "dummy_fraction", "end_states", "end_state_table"]
 
 SGD_LR = 0.03  # plain SGD's rate (see the module's docstring)
-FIRST_SEED = first_seed("sensitivity")  # fresh seeds (:data:`~icl_lib.paper1.seed_ranges.SEED_RANGES`)
+SENSITIVITY_SEED = first_seed("sensitivity")  # fresh seeds (:data:`~icl_lib.paper1.seed_ranges.SEED_RANGES`)
 # one factor at a time, against the profile's training: name -> what changes
 ALTERNATIVES = {
     "lr x3": "Adam at three times the profile's learning rate",

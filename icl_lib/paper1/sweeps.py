@@ -37,10 +37,10 @@ from scipy import stats as sps
 from ..circuits import PatternSummary, omega_of, pattern_history
 from ..definitions import value as definition
 from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
-from ..data import sample_chunks
+from ..sampling import sample_chunks
 from ..engine import Run
 from ..engine.run import stack_models
-from ..estimators import optimal_eta_debiased, paired_ratio
+from ..estimators import optimal_eta_debiased, relative_excess
 from ..stats import LEVEL, Estimate, median_ci, median_of
 from ..validate import check_int, fail, literal_list
 
@@ -288,7 +288,7 @@ def debiasing_fraction(pred, g, c, level: float = LEVEL) -> Estimate:
 def prompt_statistics(ps: PromptSet, eta_dgd: float, level: float = LEVEL) -> dict[str, list[Estimate]]:
     """Per model of ``ps``: ``"loss"``, the test loss with its normal interval from the test-set
     standard error; ``"vs dGD*"``, the paired excess risk over the debiased GD step ``eta_dgd`` on
-    the same prompts (:func:`~icl_lib.estimators.paired_ratio`); ``"debiasing"``, its
+    the same prompts (:func:`~icl_lib.estimators.relative_excess`); ``"debiasing"``, its
     :func:`debiasing_fraction`.  Chapter 2."""
     z = float(sps.norm.ppf(0.5 + level / 2))
     err = ps.errors()  # (R, n)
@@ -299,7 +299,7 @@ def prompt_statistics(ps: PromptSet, eta_dgd: float, level: float = LEVEL) -> di
         loss.append(Estimate(m, m - z * se, m + z * se, level, f"mean over {len(e)} prompts, normal interval"))
     return {
         "loss": loss,
-        "vs dGD*": [paired_ratio(e, ref, level) for e in err],
+        "vs dGD*": [relative_excess(e, ref, level) for e in err],
         "debiasing": [debiasing_fraction(p, ps.g, ps.c, level) for p in ps.pred],
     }
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import DataConfig, RunSpec, TrainConfig
-from ..paper1.anisotropic.experiment import check_lengths, check_rhos, rho_specs
+from ..config import RunSpec
+from ..paper1.anisotropic.runs import check_eval_lengths, check_rhos, rho_specs
 from ..validate import check_float, check_int
-from .base import ChapterSetup, flat, resolve_common, split
-from .fields import paper1_fields
+from .base import flat, resolve_common, split
+from .fields import Paper1Setup, paper1_fields
 
 __all__ = ["SEEDS", "AnisotropicSetup"]
 
@@ -20,7 +20,7 @@ SEEDS = {"quick": 10, "paper": 20}  # seeds per correlation, by profile
 
 
 @dataclass(frozen=True)
-class AnisotropicSetup(ChapterSetup):
+class AnisotropicSetup(Paper1Setup):
     """Chapter 6 (paper 1, B.3): ``seeds`` two-head models per correlation of :attr:`sweep_rhos`
     (``rhos`` and the main experiment's ``rho``, :meth:`rho_sweep`), ``data`` at ``rho``, and the
     sizes of the evaluations."""
@@ -30,16 +30,9 @@ class AnisotropicSetup(ChapterSetup):
     rho: float
     rhos: tuple
     seeds: int
-    d: int
-    L: int
-    sigma2: float
-    steps: int | None
-    lr: float | None
     eval_L: tuple
     n_test: int
     n_mc: int
-    data: DataConfig
-    train: TrainConfig
 
     @classmethod
     def from_parameters(cls, *, profile, seed, device, rho, rhos, seeds, d, L, sigma2, steps, lr, eval_L, n_test,
@@ -54,7 +47,7 @@ class AnisotropicSetup(ChapterSetup):
         # d: Monte Carlo chunks of 20,000 x L x d floats; training time grows with L; ridge > 0
         f = paper1_fields(d, L, sigma2, steps, lr, d_range=(2, 16), L_range=(2, 256), sigma2_positive=True,
                           lr_max=0.01)
-        eval_L = check_lengths("eval_L", eval_L, 2, 640, max_len=12)
+        eval_L = check_eval_lengths("eval_L", eval_L, 2, 640, max_len=12)
         n_test = check_int("n_test", n_test, 100, 200_000)  # per length and rho
         n_mc = check_int("n_mc", n_mc, 100, 1_000_000)  # three Monte Carlo risks
         return cls(profile=profile, seed=seed, device=device, rho=rho, rhos=rhos, seeds=seeds,
@@ -68,7 +61,7 @@ class AnisotropicSetup(ChapterSetup):
 
     def rho_sweep(self) -> dict[float, list[RunSpec]]:
         """``{rho: [RunSpec per seed]}`` over :attr:`sweep_rhos`
-        (:func:`~icl_lib.paper1.anisotropic.experiment.rho_specs`)."""
+        (:func:`~icl_lib.paper1.anisotropic.runs.rho_specs`)."""
         rhos = self.sweep_rhos
         specs = rho_specs(rhos, self.seeds, self.seed, self.d, self.L, self.sigma2, self.train)
         return split(specs, rhos, self.seeds)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import DataConfig, RunSpec, TrainConfig
+from ..config import RunSpec
 from ..paper1.dynamics.stage_detection import STAGE_HEADS_MAX, check_stage_heads
 from ..paper1.sweeps import heads_sweep_specs
 from ..validate import check_float, check_int
-from .base import ChapterSetup, flat, grouped, resolve_common
-from .fields import paper1_fields
+from .base import flat, grouped, resolve_common
+from .fields import Paper1Setup, paper1_fields
 from .patterns import SWEEP_EXTENSION
 
 __all__ = ["SEEDS", "DynamicsSetup"]
@@ -22,7 +22,7 @@ SEEDS = {"quick": 9, "paper": 36}  # seeds per head count, by profile
 
 
 @dataclass(frozen=True)
-class DynamicsSetup(ChapterSetup):
+class DynamicsSetup(Paper1Setup):
     """Chapter 3 (paper 1, Sections 4.1 and 4.2): the runs of chapter 2's sweep (same seeds, data
     and training) for the head counts ``heads`` and ``gd_heads`` (:attr:`sweep_heads`), with the
     settings of gradient descent on (4.1), its Monte Carlo and the attention-probability norms."""
@@ -31,19 +31,12 @@ class DynamicsSetup(ChapterSetup):
 
     heads: list
     seeds: int
-    d: int
-    L: int
-    sigma2: float
-    steps: int | None
-    lr: float | None
     gd_heads: int
     gd_lr: float
     gd_steps: int
     n_mc: int
     norm_omega: float
     norm_draws: int
-    data: DataConfig
-    train: TrainConfig
     extra: dict  # chapter 2's sample extension ({H: more seeds}; patterns.SWEEP_EXTENSION)
 
     @classmethod

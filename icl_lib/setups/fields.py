@@ -1,16 +1,19 @@
 """The fields every paper-1 training chapter shares -- the data's ``d``, ``L`` and ``sigma2`` and
 the training's ``steps`` and ``lr`` -- validated in one place, within each chapter's own bounds
-(:func:`paper1_fields`), for the setups of chapters 1-3 and 5-7."""
+(:func:`paper1_fields`), and declared once, with the configurations built from them, by the base of
+the setups of chapters 1-3 and 5-7 (:class:`Paper1Setup`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..config import DataConfig, TrainConfig
 from ..engine.profiles import train_config
 from ..validate import check_float, check_int, fail
+from .base import ChapterSetup
 
-__all__ = ["Paper1Fields", "paper1_fields"]
+__all__ = ["Paper1Fields", "Paper1Setup", "paper1_fields"]
 
 
 class Paper1Fields(NamedTuple):
@@ -48,3 +51,21 @@ def paper1_fields(d, L, sigma2, steps, lr=None, *, d_range=(1, 32), L_range=(1, 
     steps = None if steps is None else check_int("steps", steps, 1, 500_000)
     lr = None if lr is None else check_float("lr", lr, 0.0, lr_max, lo_open=True)
     return Paper1Fields(d, L, sigma2, steps, lr)
+
+
+@dataclass(frozen=True)
+class Paper1Setup(ChapterSetup):
+    """The setup of a chapter that trains paper 1's models (chapters 1-3 and 5-7): the chapter's
+    profile, seed and device (:class:`~icl_lib.setups.base.ChapterSetup`), its validated
+    :class:`Paper1Fields` (``lr``: ``None`` for the profile's, always so in chapter 1) and the
+    :class:`DataConfig` and :class:`TrainConfig` built from them.  A subclass builds itself by
+    keyword, with ``**fields._asdict()``, ``data=fields.data(...)`` and
+    ``train=fields.train(profile)``."""
+
+    d: int
+    L: int
+    sigma2: float
+    steps: int | None
+    lr: float | None
+    data: DataConfig
+    train: TrainConfig

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import DataConfig, RunSpec, TrainConfig
+from ..config import RunSpec
 from ..paper1.multitask.references import check_supports, max_bayes_draws, max_test_prompts
 from ..paper1.sweeps import as_heads, heads_sweep_specs
 from ..validate import check_int, fail, literal_list
-from .base import ChapterSetup, flat, grouped, resolve_common
-from .fields import paper1_fields
+from .base import flat, grouped, resolve_common
+from .fields import Paper1Setup, paper1_fields
 
 __all__ = ["MultitaskSetup"]
 
 
 @dataclass(frozen=True)
-class MultitaskSetup(ChapterSetup):
+class MultitaskSetup(Paper1Setup):
     """Chapter 7 (paper 1, B.4): ``seeds`` models per head count of ``heads`` on the tasks of
     ``supports`` (:meth:`sweep`), and the sizes of the per-task losses and Bayes risks."""
 
@@ -27,16 +27,9 @@ class MultitaskSetup(ChapterSetup):
 
     heads: list
     seeds: int
-    d: int
-    L: int
-    sigma2: float
     supports: tuple
-    steps: int | None
-    lr: float | None
     n_test: int
     n_bayes: int
-    data: DataConfig
-    train: TrainConfig
 
     @classmethod
     def from_parameters(cls, *, profile, seed, device, heads, seeds, d, L, sigma2, supports, steps, lr, n_test,

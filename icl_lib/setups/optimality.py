@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import DataConfig, RunSpec, TrainConfig
-from ..paper1.optimality.experiment import VARIANTS, check_heads, check_lengths, check_omegas, variant_specs
+from ..config import DataConfig, RunSpec
+from ..paper1.optimality.trained import VARIANTS, check_heads, check_lengths, check_omegas, variant_specs
 from ..paper1.optimality.proportional import proportional_specs
 from ..paper1.sweeps import heads_sweep_specs
 from ..validate import check_float, check_float_list, check_int
-from .base import ChapterSetup, flat, grouped, resolve_common, split
-from .fields import paper1_fields
+from .base import flat, grouped, resolve_common, split
+from .fields import Paper1Setup, paper1_fields
 from .patterns import SWEEP_EXTENSION
 
 __all__ = ["SEEDS", "PROP_EXTENSION", "OptimalitySetup"]
@@ -30,7 +30,7 @@ PROP_EXTENSION = {"quick": {}, "paper": {0.25: 8}}
 
 
 @dataclass(frozen=True)
-class OptimalitySetup(ChapterSetup):
+class OptimalitySetup(Paper1Setup):
     """Chapter 5 (paper 1, Section 4.3, Theorem 4.2, B.1, B.2): ``seeds`` softmax models per head
     count (chapter 2's sweep, :meth:`sweep`), ``variant_seeds`` two-head models of every attention
     variant (:meth:`variants`), ``prop_seeds`` two-head models at dimension ``prop_d`` per
@@ -41,11 +41,6 @@ class OptimalitySetup(ChapterSetup):
 
     heads: list
     seeds: int
-    d: int
-    L: int
-    sigma2: float
-    steps: int | None
-    lr: float | None
     variant_seeds: int
     sphere_seeds: int
     Ls: list
@@ -60,8 +55,6 @@ class OptimalitySetup(ChapterSetup):
     ratio_d: int
     ratio_xis: list
     ratio_sigma2s: list
-    data: DataConfig
-    train: TrainConfig
     extra: dict  # chapter 2's sample extension ({H: more seeds}; patterns.SWEEP_EXTENSION)
     prop_extra: dict  # the proportional regime's sample extension ({xi: more seeds}; PROP_EXTENSION)
 
@@ -115,8 +108,8 @@ class OptimalitySetup(ChapterSetup):
 
     def variants(self) -> dict[str, list[RunSpec]]:
         """``{kind: [RunSpec per seed]}`` for every attention of
-        :data:`~icl_lib.paper1.optimality.experiment.VARIANTS` (B.1, B.2;
-        :func:`~icl_lib.paper1.optimality.experiment.variant_specs`)."""
+        :data:`~icl_lib.paper1.optimality.trained.VARIANTS` (B.1, B.2;
+        :func:`~icl_lib.paper1.optimality.trained.variant_specs`)."""
         specs = variant_specs(self.variant_seeds, self.seed, self.data, self.train)
         return split(specs, VARIANTS, self.variant_seeds)
 

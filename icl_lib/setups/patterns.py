@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import DataConfig, RunSpec, TrainConfig
-from ..paper1.sensitivity import FIRST_SEED as SENSITIVITY_SEED, sensitivity_specs
+from ..config import RunSpec
+from ..paper1.sensitivity import SENSITIVITY_SEED, sensitivity_specs
 from ..paper1.sweeps import as_heads, heads_sweep_specs
 from ..paper1.phase_diagram.trap import anchor_specs
 from ..paper1.seed_ranges import SEED_RANGES
 from ..validate import check_int, fail
-from .base import ChapterSetup, flat, grouped, resolve_common
-from .fields import paper1_fields
+from .base import flat, grouped, resolve_common
+from .fields import Paper1Setup, paper1_fields
 
 __all__ = ["SEEDS", "SWEEP_EXTENSION", "PatternsSetup"]
 
@@ -30,7 +30,7 @@ SWEEP_EXTENSION = {"quick": {}, "paper": {2: 16, 3: 4}}
 
 
 @dataclass(frozen=True)
-class PatternsSetup(ChapterSetup):
+class PatternsSetup(Paper1Setup):
     """Chapter 2 (paper 1, Section 3 and Appendix C.1): ``seeds`` models per head count of
     ``heads`` (:meth:`sweep`), ``sens_seeds`` models of ``sens_heads`` heads per other optimiser
     setting (:meth:`settings`), and in the paper profile at the paper's setting the anchor cells
@@ -40,16 +40,9 @@ class PatternsSetup(ChapterSetup):
 
     heads: list
     seeds: int
-    d: int
-    L: int
-    sigma2: float
-    steps: int | None
-    lr: float | None
     n_test: int
     sens_heads: int
     sens_seeds: int
-    data: DataConfig
-    train: TrainConfig
     extra: dict  # more seeds for some head counts ({H: seeds}; SWEEP_EXTENSION)
 
     @classmethod

@@ -8,42 +8,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import DataConfig, ModelConfig, RunSpec, TrainConfig
+from ..config import ModelConfig, RunSpec
 from ..estimators import max_sequences_at_once
 from ..validate import check_int
-from .base import ChapterSetup, resolve_common
-from .fields import paper1_fields
+from .base import resolve_common
+from .fields import Paper1Setup, paper1_fields
 
 __all__ = ["ProblemSetup"]
 
 
 @dataclass(frozen=True)
-class ProblemSetup(ChapterSetup):
+class ProblemSetup(Paper1Setup):
     """Chapter 1 (paper 1, Section 2): the data ``(d, L, sigma2)``, the Monte Carlo size ``n_mc``
     and one ``heads``-head model trained with the profile's Adam (:attr:`spec`)."""
 
     chapter = "01_setup"
 
-    d: int
-    L: int
-    sigma2: float
     heads: int
-    steps: int | None
     n_mc: int
-    data: DataConfig
-    train: TrainConfig
 
     @classmethod
     def from_parameters(cls, *, profile, seed, device, d, L, sigma2, heads, steps, n_mc) -> "ProblemSetup":
         """Validate chapter 1's parameters (a bad one raises ``ValueError`` naming it) and resolve
         the profile on the device."""
         profile, seed, device = resolve_common(profile, seed, device)
-        f = paper1_fields(d, L, sigma2, steps, full_rank=True)
-        d, L, sigma2, steps = f.d, f.L, f.sigma2, f.steps
+        f = paper1_fields(d, L, sigma2, steps, full_rank=True)  # lr: the profile's
         heads = check_int("heads", heads, 1, 16)
-        n_mc_max = min(1_000_000, max_sequences_at_once(d, L))  # 800 MB at once
+        n_mc_max = min(1_000_000, max_sequences_at_once(f.d, f.L))  # 800 MB at once
         n_mc = check_int("n_mc", n_mc, 100, n_mc_max)
-        return cls(profile, seed, device, d, L, sigma2, heads, steps, n_mc,
+        return cls(profile=profile, seed=seed, device=device, heads=heads, n_mc=n_mc, **f._asdict(),
                    data=f.data(), train=f.train(profile))
 
     @property

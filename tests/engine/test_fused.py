@@ -372,7 +372,7 @@ def test_covariates_on_the_sphere_on_both_backends(dtype):
     assert not torch.allclose(norms[2], torch.full_like(norms[2], d**0.5), atol=1e-2)  # the Gaussian model
     loss_gap, gaps = _grad_gaps(specs, dtype)  # the fused step against autograd on those sequences
     assert loss_gap < TOL[dtype] and max(gaps) < TOL[dtype]
-    from icl_lib.data import TaskSampler
+    from icl_lib.sampling import TaskSampler
     from icl_lib.seeding import make_generators as gens
 
     eager = TaskSampler([s.data for s in specs]).sample(64, [gens(s.seed, "train", "cpu") for s in specs])

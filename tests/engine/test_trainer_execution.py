@@ -40,7 +40,7 @@ def _steps_batches(trainer, steps):
 def test_draw_ahead_uses_each_drawn_batch_once_in_order():
     """With draw_ahead=K step t trains on slice t mod K of the K steps' batches drawn at once, each
     model from its own generators (the same numbers as drawing that model's K batches alone)."""
-    from icl_lib.data import TaskSampler
+    from icl_lib.sampling import TaskSampler
     from icl_lib.seeding import make_generators
 
     specs = [spec(0, 1), spec(7, 2)]
@@ -55,7 +55,7 @@ def test_draw_ahead_uses_each_drawn_batch_once_in_order():
 
 
 def test_draw_ahead_steps_one_is_the_plain_draw():
-    from icl_lib.data import TaskSampler
+    from icl_lib.sampling import TaskSampler
     from icl_lib.seeding import make_generators
 
     s = spec(3)

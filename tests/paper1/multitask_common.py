@@ -6,7 +6,7 @@ import torch
 
 from icl_lib import DataConfig
 from icl_lib.paper1.multitask.references import task_batch
-from icl_lib.data import Batch, sample_chunks
+from icl_lib.sampling import Batch, sample_chunks
 from icl_lib.estimators import debiased_gd_predict
 
 

@@ -28,7 +28,7 @@ from icl_lib.paper1.anisotropic.preconditioner import (
     trace_normalise,
 )
 from icl_lib import estimators as est
-from icl_lib.data import Batch
+from icl_lib.sampling import Batch
 from tests.paper1.anisotropic_common import D, LL, S2, kms
 
 

@@ -20,7 +20,7 @@ from icl_lib.paper1.anisotropic.learned import (
     split_at,
     sweep_estimates,
 )
-from icl_lib.paper1.anisotropic.model_losses import loss_estimates, loss_summary, paired_losses, plain_gd_rival
+from icl_lib.paper1.anisotropic.model_losses import loss_estimates, loss_summary, rho_sweep_losses, plain_gd_rival
 from icl_lib.paper1.anisotropic.preconditioner import (
     optimal_pgd_risk,
     optimal_preconditioner,
@@ -45,7 +45,7 @@ def test_risk_check_pairs_every_matrix_with_gamma_star_on_the_same_prompts():
     assert mc.loc["Gamma*", "paired se"] == 0
     assert (mc["paired se"].iloc[1:] < mc["std error"].iloc[1:]).all()
     # the per-prompt differences, recomputed with the predictor of icl_lib.estimators
-    from icl_lib.data import sample_chunks
+    from icl_lib.sampling import sample_chunks
     from icl_lib.seeding import derive_seed, generator
     G = optimal_preconditioner(data.covariance_matrix(), 8, 0.1)
     gen = generator(2, "perturbations")
@@ -175,7 +175,7 @@ def test_paired_losses_against_the_model_and_the_predictors_alone():
     R(Gamma*) and far below plain GD; pairing makes the gap's se smaller than the loss's."""
     d, L, s2 = 3, 16, 0.1
     runs = {0.6: [_optimal_model_run(d, L, s2, 0.6, w, seed=k) for k, w in enumerate((0.01, 0.02))]}
-    t = paired_losses(runs, n=4000, seed=3, chunk=1500)
+    t = rho_sweep_losses(runs, n=4000, seed=3, chunk=1500)
     assert list(t.seed) == [0, 1] and list(t.pattern) == ["pos/neg"] * 2
     data = runs[0.6][0].spec.data
     from icl_lib.seeding import derive_seed
@@ -185,7 +185,7 @@ def test_paired_losses_against_the_model_and_the_predictors_alone():
     np.testing.assert_allclose(t["se"], se.numpy(), rtol=1e-10)
     S = data.covariance_matrix()
     G = optimal_preconditioner(S, L, s2)
-    from icl_lib.data import sample_chunks
+    from icl_lib.sampling import sample_chunks
     e = torch.cat([(est.debiased_gd_predict(b, 1.0, G) - b.yq[..., 0]) ** 2 for b in sample_chunks(data, 4000, stream, 1500)])
     R = optimal_pgd_risk(S, L, s2)
     np.testing.assert_allclose(t["gap PGD"], (risk.numpy() - float(e.mean())) / R, rtol=1e-9)

@@ -10,7 +10,7 @@ import torch
 import icl_lib as icl
 from icl_lib.setups.base import split
 from icl_lib.engine import train_groups
-from icl_lib.paper1.anisotropic.experiment import check_lengths, check_rhos, pos_neg_runs, rho_specs, training_summary
+from icl_lib.paper1.anisotropic.runs import check_eval_lengths, check_rhos, pos_neg_runs, rho_specs, training_summary
 from icl_lib.paper1.anisotropic.learned import (
     circuit_table,
     distance_sweep,
@@ -59,15 +59,15 @@ def test_check_rhos_names_the_parameter_and_the_bad_element(values, match):
 
 
 def test_check_lengths_bounds_values_and_count():
-    assert check_lengths("eval_L", [10, 2, 640]) == (10, 2, 640)
-    assert check_lengths("eval_L", "[40, 80]") == (40, 80)
-    assert check_lengths("eval_L", 40) == check_lengths("eval_L", 40.0) == (40,)
+    assert check_eval_lengths("eval_L", [10, 2, 640]) == (10, 2, 640)
+    assert check_eval_lengths("eval_L", "[40, 80]") == (40, 80)
+    assert check_eval_lengths("eval_L", 40) == check_eval_lengths("eval_L", 40.0) == (40,)
     for values, match in (([], r"^eval_L=\[\]"), ([1], r"^eval_L\[0\]=1 is"), ([10, 641], r"^eval_L\[1\]=641"),
                           ([10] * 13, r"^eval_L=\[10,"), (True, r"^eval_L=True"), ([2.5], r"^eval_L\[0\]=2.5"),
                           ("[40", r"^eval_L='\[40'"), ("40", r"^eval_L='40'"), (None, r"^eval_L=None"),
                           ("[1]", r"^eval_L\[0\]=1 ")):
         with pytest.raises(ValueError, match=match):
-            check_lengths("eval_L", values)
+            check_eval_lengths("eval_L", values)
 
 
 def test_reference_values_against_numpy():

@@ -9,7 +9,7 @@ import torch
 
 from icl_lib import kernel_regression_predict
 from icl_lib.circuits import mu_of, omega_of
-from icl_lib.data import sample_batch
+from icl_lib.sampling import sample_batch
 from icl_lib.paper1.dynamics.landscape import reparam_circuits, symmetric_two_head, true_loss_mc
 from icl_lib.paper1.dynamics.norms import attention_norm_lln, attention_norms
 from icl_lib.paper1.dynamics.observations import peak_profile

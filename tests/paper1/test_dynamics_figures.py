@@ -31,7 +31,7 @@ from icl_lib.paper1.dynamics.landscape import (
     valley_statistics,
     valley_table,
 )
-from icl_lib.paper1.dynamics.manifold import (
+from icl_lib.paper1.dynamics.slide import (
     SETTLE_TOL,
     eta_history,
     manifold_scales,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from icl_lib import AttentionEnsemble, DataConfig
-from icl_lib.data import sample_batch
+from icl_lib.sampling import sample_batch
 from icl_lib.circuits import mu_matrix
 from icl_lib.estimators import debiased_gd_risk, model_risk
 from icl_lib.paper1.multitask.head_modes import (
@@ -28,7 +28,7 @@ from icl_lib.paper1.multitask.references import (
     support_gamma,
     task_batch,
 )
-from icl_lib.data import Batch, sample_chunks
+from icl_lib.sampling import Batch, sample_chunks
 from icl_lib.estimators import debiased_gd_predict, ridge_predict
 from icl_lib.validate import check_int
 from tests.paper1.multitask_common import (

@@ -34,7 +34,7 @@ from icl_lib.paper1.multitask.references import (
     task_loss_table,
 )
 from icl_lib.stats import median_ci, proportion_ci
-from icl_lib.data import sample_chunks
+from icl_lib.sampling import sample_chunks
 from tests.paper1.multitask_common import (
     DATA,
     SMALL,

@@ -11,7 +11,7 @@ from icl_lib import circuits
 from icl_lib.seeding import derive_seed, generator
 from icl_lib import estimators as est
 from icl_lib.paper1.optimality.activations import activation_coefficient, rate_correction, realised_rate
-from icl_lib.paper1.optimality.experiment import (
+from icl_lib.paper1.optimality.trained import (
     VARIANTS,
     check_heads,
     check_lengths,
@@ -214,7 +214,7 @@ def test_closed_form_checks_agree_with_the_estimators_and_monte_carlo():
     np.testing.assert_allclose(t["z"], (t["Monte Carlo"] - t["closed form"]) / t["se"], rtol=0.2)
     assert (t["z"].abs() < 4).all()
     # the debiased row's Monte Carlo, redone with a direct loop over the same sequences
-    from icl_lib.data import sample_chunks
+    from icl_lib.sampling import sample_chunks
     from icl_lib.seeding import derive_seed
     e = torch.cat([(est.debiased_gd_predict(b, 0.7) - b.yq[..., 0]) ** 2
                    for b in sample_chunks(data, 20_000, derive_seed(3, "mc-check", 1), 20_000)])
@@ -230,7 +230,7 @@ def test_prediction_gap_curves_against_a_direct_loop():
     assert list(gaps.columns) == ["debiased GD (own eta)", "vanilla GD (own eta)",
                                   "pre-cond. debiased GD (own Gamma)", "debiased GD, eta*(L)", "Bayes",
                                   "ICL loss"]
-    from icl_lib.data import sample_batch
+    from icl_lib.sampling import sample_batch
     from icl_lib.seeding import derive_seed, generator
     for j, Lj in enumerate([4, 12]):
         b = sample_batch(data, 600, generator(derive_seed(5, "prediction-gaps", j), "test"), L=Lj)

@@ -20,7 +20,7 @@ from icl_lib.paper1.optimality.activations import (
     rate_spread_estimate,
     realised_rate,
 )
-from icl_lib.paper1.optimality.experiment import ACTIVATIONS_B2, LABELS, linearised
+from icl_lib.paper1.optimality.trained import ACTIVATIONS_B2, LABELS, linearised
 from icl_lib.paper1.optimality.lengths import (
     group_errors,
     labelled,

@@ -211,7 +211,7 @@ def test_prompt_set_holds_the_models_and_the_gd_predictors_on_one_set():
     """pred is the ensemble's prediction, g and g - c vanilla and debiased GD at unit step (direct
     formulas), on the sequences of sample_chunks for the seed and chunk size."""
     from icl_lib import AttentionEnsemble
-    from icl_lib.data import sample_chunks
+    from icl_lib.sampling import sample_chunks
     from icl_lib.estimators import debiased_gd_predict, vanilla_gd_predict
 
     data = DataConfig(d=4, L=20, sigma2=0.1)
@@ -267,7 +267,7 @@ def test_prompt_statistics_and_estimates_by_H():
     """The loss is the mean squared error with its test-set interval, vs dGD* the paired ratio to
     the debiased GD step's error on the same prompts; estimates_by_H groups them by the table's rows."""
     from icl_lib import AttentionEnsemble
-    from icl_lib.estimators import paired_ratio
+    from icl_lib.estimators import relative_excess
 
     data = DataConfig(d=4, L=20, sigma2=0.1)
     KQ, OV = reparam_circuits(torch.tensor([[0.05, -0.05], [0.2, 0.2]], dtype=torch.float64),
@@ -277,7 +277,7 @@ def test_prompt_statistics_and_estimates_by_H():
     e = ps.errors()[1]
     assert st["loss"][1].value == pytest.approx(e.mean().item())
     assert st["loss"][1].hi - st["loss"][1].lo == pytest.approx(2 * 1.959964 * e.std().item() / math.sqrt(3_000))
-    assert st["vs dGD*"][0] == paired_ratio(ps.errors()[0], ps.gd_errors(0.7, True))
+    assert st["vs dGD*"][0] == relative_excess(ps.errors()[0], ps.gd_errors(0.7, True))
     assert abs(st["vs dGD*"][0].value) < 0.05 and st["vs dGD*"][1].value > 0.2  # pos/neg near dGD, single-sign not
     table = pd.DataFrame({"H": [2, 2], "pattern": ["pos/neg", "single-sign"]})
     assert sweeps.estimates_by_H(table, st["loss"]) == {2: st["loss"]}

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from icl_lib.config import DataConfig
-from icl_lib.data import sample_batch
+from icl_lib.sampling import sample_batch
 from icl_lib.seeding import generator
 from icl_lib.paper1.phase_diagram import mechanism as td, trap
 from icl_lib.paper1.approx_loss import ApproxLossConfig, approx_loss

@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from icl_lib.book import cache as bookcache, execute as bookexec
+from icl_lib.book import execution_cache as bookcache, execute as bookexec
 
 
 

@@ -37,7 +37,7 @@ Chapters are found as the notebooks of the table of contents, in its order.
 
 It keeps the pages the record of this code's executions: with ``execute_notebooks: cache`` it
 empties the execution cache when ``icl_lib`` changed since the cache was filled, and re-reads a
-chapter page whose notebook has a newer execution, or none (:mod:`icl_lib.book.cache`).
+chapter page whose notebook has a newer execution, or none (:mod:`icl_lib.book.execution_cache`).
 It also makes pages that paste values from other pages with ``{glue:text}`path.ipynb::key```
 re-render when that notebook is re-read (MyST-NB resolves such references when a page is written,
 and would otherwise keep old numbers on an unchanged page), and turns icl_lib's training progress
@@ -59,9 +59,9 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from icl_lib.claims import CLAIM_LINE as _PRINTED, CLAIMS_GLUE_KEY, CLAIMS_MIME
-from .. import cache as bookcache
+from .. import execution_cache as bookcache
 
-from .findings import definitions_table, words_table
+from .sections import definitions_table, words_table
 from .render import VERDICT_CLASS
 from .pages import _dashboard, _headline, _rule_changes, _state, _status
 

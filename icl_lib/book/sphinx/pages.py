@@ -13,7 +13,7 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from .findings import findings_section, fragile_of, headline_section, multiplicity_section
+from .sections import findings_section, fragile_of, headline_section, multiplicity_section
 from .render import VERDICT_CLASS, count_text, link, scroll, table, verdict
 
 logger = logging.getLogger(__name__)
@@ -231,7 +231,7 @@ def _all_claims(app: Sphinx) -> list[dict]:
 
 
 def _headline(app: Sphinx, fromdoc: str) -> list[nodes.Node]:
-    """The dashboard's opening (:func:`~icl_lib.book.sphinx.findings.headline_section`)."""
+    """The dashboard's opening (:func:`~icl_lib.book.sphinx.sections.headline_section`)."""
     def link_claim(c: dict) -> nodes.Node:
         return link(app, fromdoc, c["doc"], c["cid"], c["anchor"], literal=True)
 

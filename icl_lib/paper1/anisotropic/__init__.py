@@ -8,7 +8,7 @@ pre-conditioner of one-step GD, one module per part of the chapter:
 * :mod:`~icl_lib.paper1.anisotropic.preconditioner` -- the closed forms: the risk of one-step
   pre-conditioned GD, the optimal pre-conditioner ``Gamma*`` and its risk, their check by Monte
   Carlo, and the distances and shapes that compare matrices;
-* :mod:`~icl_lib.paper1.anisotropic.experiment`     -- the chapter's parameters and its runs (one
+* :mod:`~icl_lib.paper1.anisotropic.runs`     -- the chapter's parameters and its runs (one
   two-head model per ``rho`` and seed), and the positive/negative ones among them;
 * :mod:`~icl_lib.paper1.anisotropic.learned`        -- the learned pre-conditioner read from the
   circuits, against ``Gamma*``, ``Sigma^{-1}`` and ``I``, and the claims of B.3 on it;

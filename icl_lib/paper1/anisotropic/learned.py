@@ -32,7 +32,7 @@ import torch
 from ...circuits import effective_preconditioner, kq_blocks, omega_of
 from ...engine import Run
 from ...stats import LEVEL, Estimate, largest, median_ci, proportion_ci
-from .experiment import pos_neg_runs
+from .runs import pos_neg_runs
 from .preconditioner import (
     _sigma,
     band_mean,

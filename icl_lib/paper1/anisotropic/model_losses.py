@@ -2,7 +2,7 @@
 
 * :func:`length_losses` -- the models' loss at every context length against GD pre-conditioned by
   ``Gamma*`` and plain GD at its best step;
-* :func:`paired_losses`, :func:`loss_summary` -- every model at its training length on test prompts
+* :func:`rho_sweep_losses`, :func:`loss_summary` -- every model at its training length on test prompts
   shared with the references (paired gaps), per ``rho``;
 * :func:`loss_estimates` -- chapter 6's two loss claims (medians over seeds widened by the test-set
   error, the largest over ``rho``), and :func:`plain_gd_rival`, the rival of the first.
@@ -20,7 +20,7 @@ import torch
 
 from ...circuits import effective_preconditioner
 from ...config import DataConfig
-from ...data import sample_chunks
+from ...sampling import sample_chunks
 from ...engine import Run, stack_models
 from ...estimators import bayes_risk_mc, debiased_gd_predict, model_risk
 from ...seeding import derive_seed
@@ -30,7 +30,7 @@ from .preconditioner import optimal_eta, optimal_pgd_risk, optimal_preconditione
 
 __all__ = [
     "length_losses",
-    "paired_losses",
+    "rho_sweep_losses",
     "loss_summary",
     "loss_estimates",
     "plain_gd_rival",
@@ -68,7 +68,7 @@ def length_losses(
 
 
 @torch.no_grad()
-def paired_losses(runs: Mapping[float, Sequence[Run]], n: int, seed: int, chunk: int = 5_000) -> "pandas.DataFrame":  # noqa: F821,E501
+def rho_sweep_losses(runs: Mapping[float, Sequence[Run]], n: int, seed: int, chunk: int = 5_000) -> "pandas.DataFrame":  # noqa: F821,E501
     """Every model of ``{rho: runs}`` at its training length on ``n`` test prompts shared by the
     models of one ``rho`` (stream ``"test-loss-rho"``), paired with two predictors on the same prompts:
     pre-conditioned debiased GD with ``Gamma*`` and plain debiased GD with its best step ``eta*``
@@ -104,7 +104,7 @@ def paired_losses(runs: Mapping[float, Sequence[Run]], n: int, seed: int, chunk:
 
 
 def loss_summary(losses: "pandas.DataFrame") -> "pandas.DataFrame":  # noqa: F821
-    """Per ``rho`` (rows) from :func:`paired_losses`: the number of positive/negative seeds, the
+    """Per ``rho`` (rows) from :func:`rho_sweep_losses`: the number of positive/negative seeds, the
     median loss over them and over all seeds, the largest test-set se of a model, the closed-form
     references and the median paired gaps (positive/negative seeds).  Chapter 6's loss table."""
     out = []
@@ -121,7 +121,7 @@ def loss_summary(losses: "pandas.DataFrame") -> "pandas.DataFrame":  # noqa: F82
 
 
 def loss_estimates(losses: "pandas.DataFrame", min_rho: float = 0.5, level: float = LEVEL) -> dict:  # noqa: F821
-    """Chapter 6's two loss claims from :func:`paired_losses` (paper 1, B.3), each the median over
+    """Chapter 6's two loss claims from :func:`rho_sweep_losses` (paper 1, B.3), each the median over
     seeds of the paired gaps with :func:`~icl_lib.stats.seed_median_ci` (widened by the test-set error):
     ``"PGD"`` on the positive/negative models with ``rho != 0`` (pooled) and ``"PGD (all)"`` on all
     of them; ``"dGD"`` per ``rho >= min_rho`` on its positive/negative models, combined by

@@ -46,7 +46,7 @@ import torch
 
 from ...circuits import kq_blocks, omega_of
 from ...config import DataConfig
-from ...data import sample_chunks
+from ...sampling import sample_chunks
 from ...estimators import debiased_gd_predict
 from ...seeding import derive_seed, generator
 from ...stats import LEVEL, Estimate, smallest

@@ -17,7 +17,7 @@ with its interval over seeds or over Monte Carlo draws) and glues into its text:
   large-L law (Figure 19);
 * :mod:`~icl_lib.paper1.dynamics.approx_descent`  -- gradient descent on (4.1) from every trained
   run's own start, against the full model (Figure 20);
-* :mod:`~icl_lib.paper1.dynamics.manifold`        -- the transitional optimality (4.3) and the
+* :mod:`~icl_lib.paper1.dynamics.slide`        -- the transitional optimality (4.3) and the
   solution manifold (4.5) along trained runs.
 
 Chapter 9 uses :mod:`~icl_lib.paper1.dynamics.approx_descent` and

@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from ...config import DataConfig
-from ...data import sample_chunks
+from ...sampling import sample_chunks
 from ...estimators import debiased_gd_predict, debiased_gd_risk, model_risk
 from ...models import AttentionEnsemble
 from ...seeding import derive_seed

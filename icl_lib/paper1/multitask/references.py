@@ -44,7 +44,7 @@ import pandas as pd
 import torch
 
 from ...config import DataConfig
-from ...data import Batch, sample_chunks
+from ...sampling import Batch, sample_chunks
 from ...engine import stack_models
 from ...estimators import debiased_gd_predict
 from ...seeding import derive_seed, generator
@@ -286,7 +286,7 @@ def predicted_shared_ratio(data: DataConfig) -> float:
 def task_loss_table(sweep: dict, modes: dict, data: DataConfig, n: int = 20_000, seed: int = 0,
                     pair_H: int | None = None, chunk: int = 2_000) -> "pandas.DataFrame":  # noqa: F821
     """Per-task test ICL loss of every model of the sweep on one shared set of ``n`` fresh prompts
-    (:func:`~icl_lib.data.sample_chunks` with ``seed``, chunks of ``chunk``), paired on the same prompts with the three
+    (:func:`~icl_lib.sampling.sample_chunks` with ``seed``, chunks of ``chunk``), paired on the same prompts with the three
     debiased GD references of :func:`reference_risks` (Chapter 7; paper 1, C.3).  One row per
     (model, task): ``H``, ``seed``, ``task`` (1-based), ``loss``, ``se`` (its test-set standard
     error), ``mode``; for each reference ``ref`` in ``support``, ``all``, ``shared``: ``gap ref`` =

@@ -4,7 +4,7 @@ Chapter 5's measurements, built on :mod:`icl_lib.estimators`, :mod:`icl_lib.circ
 :mod:`icl_lib.stats`, one module per section of the chapter; each section is one call returning a
 table, the claims' estimates and the values the chapter glues (dicts keyed by glue name):
 
-* :mod:`~icl_lib.paper1.optimality.experiment`       -- the chapter's parameters and trained models:
+* :mod:`~icl_lib.paper1.optimality.trained`       -- the chapter's parameters and trained models:
   the 2-head variants of B.1 and B.2, the positive/negative runs, their circuits and linearised
   predictors;
 * :mod:`~icl_lib.paper1.optimality.risks`            -- exact risks: the reference curves at every

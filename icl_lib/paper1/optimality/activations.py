@@ -23,14 +23,14 @@ import torch
 from ... import estimators as est
 from ...circuits import effective_rate, mu_of, omega_of
 from ...config import DataConfig
-from ...data import sample_chunks
+from ...sampling import sample_chunks
 from ...engine import Run, stack_models
 from ...models import ACTIVATIONS
 from ...seeding import derive_seed
 from ...stats import LEVEL, Estimate, proportion_ci
 from ...stats.combine import _quantile
 from ...validate import check_int
-from .experiment import ACTIVATIONS_B2, LABELS, NAN, check_lengths, stacked_circuits
+from .trained import ACTIVATIONS_B2, LABELS, NAN, check_lengths, stacked_circuits
 
 __all__ = [
     "activation_coefficient",
@@ -95,7 +95,7 @@ def realised_rate(model, data: DataConfig, n: int = 20_000, seed: int = 0, L: in
 
 @torch.no_grad()
 def activation_rates(kept: Mapping[str, Sequence[Run]], data: DataConfig, n: int, seed: int) -> dict[str, pd.DataFrame]:
-    """Per kind of :data:`~icl_lib.paper1.optimality.experiment.ACTIVATIONS_B2` and linear
+    """Per kind of :data:`~icl_lib.paper1.optimality.trained.ACTIVATIONS_B2` and linear
     attention, one row per kept run: ``|omega|`` and ``|mu|`` (means over the heads), the
     parameter-level rate ``c_f sum_h mu_h omega_h`` and the realised rate (:func:`realised_rate` on
     ``n`` sequences, purpose ``"realised-rate"``), index the run seed (paper 1, Table 1; chapter
@@ -120,12 +120,12 @@ def activation_table(
     Ls: Sequence[int],
 ) -> pd.DataFrame:
     """Paper 1's Table 1 per activation of
-    :data:`~icl_lib.paper1.optimality.experiment.ACTIVATIONS_B2` and for linear attention (medians
+    :data:`~icl_lib.paper1.optimality.trained.ACTIVATIONS_B2` and for linear attention (medians
     over the kept runs of :func:`activation_rates`): ``c_f``, ``|omega|``, ``|mu|``, the
     parameter-level rate, the realised rate, its third-order prediction (:func:`rate_correction`),
     the positive/negative runs among all (``"k/n"``) and the loss at the training length (from
     :func:`~icl_lib.paper1.optimality.linear_attention.variant_errors` on the grid ``Ls``).  Index
-    ``f`` (:data:`~icl_lib.paper1.optimality.experiment.LABELS`).  Chapter 5."""
+    ``f`` (:data:`~icl_lib.paper1.optimality.trained.LABELS`).  Chapter 5."""
     d, L = data.d, data.L
     jL = check_lengths(Ls).index(L)
     rows = []
@@ -153,7 +153,7 @@ def pattern_estimate(runs: Sequence[Run]) -> Estimate:
 
 def rate_spread_estimate(rates: Mapping[str, pd.DataFrame], column: str) -> tuple[Estimate, pd.DataFrame]:
     """Spread ``max / min - 1`` over the activations of
-    :data:`~icl_lib.paper1.optimality.experiment.ACTIVATIONS_B2` of the mean over kept runs of
+    :data:`~icl_lib.paper1.optimality.trained.ACTIVATIONS_B2` of the mean over kept runs of
     ``column`` of :func:`activation_rates` (``"realised eta"`` or ``"c_f sum mu omega"``), with an
     interval from each activation's t interval (seeds - 1 degrees of freedom, Bonferroni over the
     activations; an activation with one run has an unbounded interval): from ``max(0, max_a lo_a /

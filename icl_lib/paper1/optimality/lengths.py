@@ -25,13 +25,13 @@ import pandas as pd
 import torch
 
 from ...config import DataConfig
-from ...data import sample_chunks
+from ...sampling import sample_chunks
 from ...engine import Run, stack_models
 from ...seeding import derive_seed
 from ...stats import LEVEL, Estimate, extreme, interval_image, median_of, seed_ratio
 from ...stats.combine import _extreme_of_intervals, _quantile
 from ...validate import check_int
-from .experiment import NAN, check_lengths
+from .trained import NAN, check_lengths
 
 __all__ = [
     "LengthValues",
@@ -95,7 +95,7 @@ def group_errors(
 
 def posneg_index(groups: Mapping[object, Sequence[Run]]) -> dict[object, list[int]]:
     """Per group, the positions of its runs that ended in the positive/negative pattern
-    (:func:`~icl_lib.paper1.optimality.experiment.posneg_runs`; every position for single-head groups)."""
+    (:func:`~icl_lib.paper1.optimality.trained.posneg_runs`; every position for single-head groups)."""
     return {g: [k for k, r in enumerate(rs) if rs[0].spec.model.heads == 1 or r.pattern().kind == "pos/neg"]
             for g, rs in groups.items()}
 

@@ -24,7 +24,7 @@ from ...config import DataConfig
 from ...engine import Run
 from ...stats import LEVEL, Estimate, extreme, interval_image, seed_ratio
 from ...stats.combine import _extreme_of_intervals, _quantile
-from .experiment import check_lengths, linearised
+from .trained import check_lengths, linearised
 from .lengths import group_errors, median_curves
 
 __all__ = [

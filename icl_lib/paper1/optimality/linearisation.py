@@ -20,14 +20,14 @@ import torch
 
 from ... import estimators as est
 from ...config import DataConfig
-from ...data import sample_chunks
+from ...sampling import sample_chunks
 from ...engine import Run, stack_models
 from ...circuits import effective_rate, omega_of
 from ...models import AttentionEnsemble
 from ...seeding import derive_seed
 from ...stats import LEVEL, Estimate
 from ...validate import check_float, check_int, fail
-from .experiment import linearised
+from .trained import linearised
 from .predictions import prediction_gaps
 
 __all__ = [

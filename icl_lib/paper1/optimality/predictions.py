@@ -23,12 +23,12 @@ import torch
 
 from ... import estimators as est
 from ...config import DataConfig
-from ...data import Batch, sample_chunks
+from ...sampling import Batch, sample_chunks
 from ...engine import Run, stack_models
 from ...seeding import derive_seed
 from ...stats import Estimate, extreme, paired_ratio
 from ...validate import check_int
-from .experiment import check_lengths
+from .trained import check_lengths
 
 __all__ = [
     "GapValues",

@@ -20,7 +20,7 @@ import torch
 from ... import estimators as est
 from ...config import DataConfig
 from ...seeding import derive_seed
-from .experiment import check_lengths
+from .trained import check_lengths
 
 __all__ = [
     "reference_curves",

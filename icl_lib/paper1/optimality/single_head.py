@@ -21,12 +21,12 @@ import torch
 
 from ... import estimators as est
 from ...config import DataConfig
-from ...data import sample_batch
+from ...sampling import sample_batch
 from ...engine import Run, stack_models
 from ...seeding import derive_seed
 from ...stats import median_ci
 from ...validate import check_float, check_int
-from .experiment import NAN
+from .trained import NAN
 from .predictions import paired_losses
 
 __all__ = [

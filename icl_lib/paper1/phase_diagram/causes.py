@@ -4,7 +4,7 @@ One seed sets both a run's initialisation and its data stream, so a seed's outco
 which of the two decides it.  Here the two are separated (:attr:`~icl_lib.config.RunSpec.data_seed`):
 
 * :class:`CauseDesign` -- ``inits`` two-head initialisations at paper 1's setting (the anchor
-  seeds of chapter 9's sweep, from :data:`~icl_lib.paper1.phase_diagram.trap.FIRST_SEED`), each trained on
+  seeds of chapter 9's sweep, from :data:`~icl_lib.paper1.phase_diagram.trap.TRAP_SEED`), each trained on
   ``draws`` data streams (``data_seed = DATA_SEED0 + j``, the same streams for every
   initialisation: a crossed design); the *base* runs;
 * the *switches* (:data:`SWITCHES`): the same initialisations and data streams (the first

@@ -31,7 +31,7 @@ import torch
 
 from ...circuits import dummy_heads
 from ...config import DataConfig
-from ...data import sample_batch
+from ...sampling import sample_batch
 from ...seeding import generator as seeded
 from ...stats import LEVEL, Estimate
 from ...validate import check_float, check_int

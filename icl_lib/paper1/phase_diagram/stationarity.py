@@ -28,7 +28,7 @@ import torch
 
 from ...circuits import pattern_kinds
 from ...config import DataConfig
-from ...data import sample_batch
+from ...sampling import sample_batch
 from ...seeding import generator as seeded
 from ...stats import LEVEL
 from ...validate import check_float, check_int, fail

@@ -50,13 +50,13 @@ from .outcomes import outcome_codes
 from ..seed_ranges import first_seed
 from ..sweeps import heads_sweep_specs
 
-__all__ = ["TrapSweep", "STEPS", "SWEEP", "FIRST_SEED", "trap_sweep", "trap_specs", "horizon_config", "run_outcome",
+__all__ = ["TrapSweep", "STEPS", "SWEEP", "TRAP_SEED", "trap_sweep", "trap_specs", "horizon_config", "run_outcome",
            "run_outcomes", "select", "pattern_rate", "pattern_rates", "trap_given", "rank_auc", "settled_steps",
            "stored_long_runs", "summary", "anchor_plan", "anchor_specs", "longer_plan",
            "longer_specs", "LONGER", "continued_specs", "left_by", "test_losses"]
 
 STEPS = {"quick": 6_000, "paper": 20_000}  # the horizon: Adam steps of every run of the sweep
-FIRST_SEED = first_seed("trap")  # the sweep's first seed: fresh (:data:`~icl_lib.paper1.seed_ranges.SEED_RANGES`)
+TRAP_SEED = first_seed("trap")  # the sweep's first seed: fresh (:data:`~icl_lib.paper1.seed_ranges.SEED_RANGES`)
 # the sweep by profile: head counts, initial scales (first: PyTorch's default), Adam rates (first:
 # the paper's 1e-3), seeds per cell, seeds of the anchor cells
 SWEEP = {
@@ -158,14 +158,14 @@ def longer_plan(profile: str) -> dict[Cell, int]:
     return {cell: n for cell in cells}
 
 
-def longer_specs(profile: str, seed: int = FIRST_SEED, steps: int | None = None) -> list[RunSpec]:
+def longer_specs(profile: str, seed: int = TRAP_SEED, steps: int | None = None) -> list[RunSpec]:
     """The runs of :func:`longer_plan`: :data:`LONGER` times the horizon, from seed ``seed``."""
     horizon = horizon_config(profile, steps)
     longer = dataclasses.replace(horizon, steps=LONGER * horizon.steps)
     return grid_specs(longer_plan(profile), seed, longer)
 
 
-def continued_specs(sweep: TrapSweep, profile: str, seed: int = FIRST_SEED, steps: int | None = None) -> list[RunSpec]:
+def continued_specs(sweep: TrapSweep, profile: str, seed: int = TRAP_SEED, steps: int | None = None) -> list[RunSpec]:
     """The two-head anchor cell at paper 1's setting (``sweep.lr_heads`` heads, its first rate and
     scale, ``anchor_seeds`` seeds) trained :data:`LONGER` times the horizon: Adam continued from
     every end point of the cell, trapped or not (a run's first ``horizon`` steps are the stored
@@ -175,7 +175,7 @@ def continued_specs(sweep: TrapSweep, profile: str, seed: int = FIRST_SEED, step
     return grid_specs({sweep.cell(sweep.lr_heads): sweep.anchor_seeds}, seed, longer)
 
 
-def trap_specs(sweep: TrapSweep, profile: str, seed: int = FIRST_SEED, steps: int | None = None) -> list[RunSpec]:
+def trap_specs(sweep: TrapSweep, profile: str, seed: int = TRAP_SEED, steps: int | None = None) -> list[RunSpec]:
     """Every run of ``sweep``: seeds ``seed, seed + 1, ...`` per cell, :func:`horizon_config` at
     the cell's rate."""
     return grid_specs(sweep.plan(), seed, horizon_config(profile, steps))
@@ -362,7 +362,7 @@ def anchor_plan(heads: Sequence[int], profile: str) -> dict[Cell, int]:
 
 
 def anchor_specs(heads: Sequence[int], profile: str) -> list[RunSpec]:
-    """The runs of :func:`anchor_plan` (seeds from :data:`FIRST_SEED`, to the profile's horizon):
+    """The runs of :func:`anchor_plan` (seeds from :data:`TRAP_SEED`, to the profile's horizon):
     chapter 2 trains them with its setup's execution and counts them with its own seeds."""
-    return grid_specs(anchor_plan(heads, profile), FIRST_SEED, horizon_config(profile))
+    return grid_specs(anchor_plan(heads, profile), TRAP_SEED, horizon_config(profile))
 

@@ -71,7 +71,7 @@ def test_length_override():
 
 
 def test_sample_chunks_cover_n_from_one_generator():
-    from icl_lib.data import sample_chunks
+    from icl_lib.sampling import sample_chunks
 
     data = DataConfig(d=3, L=4)
     parts = list(sample_chunks(data, 7, seed=3, chunk=3))

@@ -1,6 +1,6 @@
 """Chapter 6's parameters and runs: one two-head model per correlation ``rho`` and seed (paper 1, B.3).
 
-* :func:`check_rhos`, :func:`check_lengths` -- the chapter's correlations and context lengths;
+* :func:`check_rhos`, :func:`check_eval_lengths` -- the chapter's correlations and context lengths;
 * :func:`rho_specs` -- the runs, KMS covariance ``rho^|i-j|`` (chapter 6's setup trains them as
   one call of the engine);
 * :func:`training_summary`, :func:`pos_neg_runs` -- what training did, and the runs that ended in
@@ -20,7 +20,7 @@ from ...validate import check_float, check_int, fail, literal_list
 
 __all__ = [
     "check_rhos",
-    "check_lengths",
+    "check_eval_lengths",
     "training_summary",
     "pos_neg_runs",
 ]
@@ -49,7 +49,7 @@ def check_rhos(name: str, values, max_len: int = 8) -> tuple[float, ...]:
     return tuple(check_float(f"{name}[{i}]", r, -1.0, 1.0, True, True) for i, r in enumerate(values))
 
 
-def check_lengths(name: str, values, lo: int = 2, hi: int = 640, max_len: int = 12) -> tuple[int, ...]:
+def check_eval_lengths(name: str, values, lo: int = 2, hi: int = 640, max_len: int = 12) -> tuple[int, ...]:
     """A chapter's context lengths: one integer or a list of 1 to ``max_len`` (also as text,
     ``"[10, 40]"``), each in ``[lo, hi]`` and checked as ``name[i]`` (chapter 6's ``eval_L``)."""
     values = _as_list(name, values, f"an integer or a list of 1 to {max_len} integers in [{lo}, {hi}]", max_len)
