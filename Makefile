@@ -53,14 +53,15 @@ kernels: install
 # The unit tests on every core (pytest-xdist), one OpenMP thread per worker (the workers fill
 # the cores; tests of threading set torch's threads themselves; numba keeps its threads, which the
 # parallel step's tests need); make test-fast leaves out the tests that execute whole chapters
-# (papermill) for the inner loop: make test and CI run them all.
+# (papermill) and the slow end-to-end ones (pyproject's markers) for the inner loop: make test and
+# CI run them all, and list the 15 slowest.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 PYTEST   := OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_JOBS)
 unit: kernels
-	$(PYTEST) tests
+	$(PYTEST) --durations=15 tests
 
 test-fast: kernels
-	$(PYTEST) -m "not chapters" tests
+	$(PYTEST) -m "not chapters and not slow" tests
 
 # Chapters executed by nbval and by make book record their claims here, per profile; the dashboard
 # shows the other profile's recorded verdicts beside the build's own (icl_lib/book/sphinx).

@@ -41,6 +41,7 @@ def test_optimal_steps_minimise_the_risks():
     assert abs(optimal_eta_debiased(d, L, s2) - 0.8791) < 1e-4
 
 
+@pytest.mark.slow
 def test_bayes_limit_close_to_monte_carlo_at_large_size():
     # d = 40, L = 320 is close to the proportional limit xi = 1/8
     m, se = bayes_risk_mc(DataConfig(d=40, L=320, sigma2=0.1), n=20_000, seed=3)

@@ -55,6 +55,7 @@ def _temporaries(folder: Path) -> list[Path]:
     return [p for p in _files(folder) if ".tmp" in p.name]
 
 
+@pytest.mark.slow
 def test_an_export_killed_at_every_kind_of_write_resumes_to_a_store_that_verifies(tmp_path, monkeypatch):
     store_dir, cache_dir = tmp_path / "store", tmp_path / "cache"
     env = dict(os.environ, ICL_STORE_DIR=str(store_dir), ICL_CACHE_DIR=str(cache_dir), ICL_BACKEND="eager",
@@ -148,6 +149,7 @@ def _running(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
 def test_the_workers_of_an_export_killed_with_sigkill_checkpoint_and_stop(tmp_path):
     """`store export --processes 2`: its workers run in their own process group, so a SIGKILL of the

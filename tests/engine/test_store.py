@@ -124,6 +124,7 @@ def test_the_repository_store_holds_no_stale_entry():
     assert RunStore().status()["stale"] == []
 
 
+@pytest.mark.slow
 def test_the_repository_store_reproduces_its_early_checkpoints():
     """The committed entries come from this code and their configs: a few of them (the first three
     by key, and the first of each training backend and of each chapter-9 horizon among the rest)
@@ -255,6 +256,7 @@ def test_side_by_side_each_ensemble_is_stored_as_it_ends(tmp_path, monkeypatch):
     assert len(stored_at_start) == 5 and sorted(stored_at_start)[:2] == [0, 0] and max(stored_at_start) >= 3
 
 
+@pytest.mark.slow
 def test_an_export_in_worker_processes_stores_the_numbers_of_one_in_this_process(tmp_path, monkeypatch):
     """`store export --processes 2` on a CPU: the same ensembles (three, of at most two runs),
     trained one per single-threaded worker process, give the entries of an export in this
@@ -293,6 +295,7 @@ except KeyboardInterrupt:
 """
 
 
+@pytest.mark.slow
 def test_an_interrupt_of_an_export_in_worker_processes_checkpoints_every_ensemble_in_training(tmp_path):
     """SIGINT sent to the exporting process alone (as `kill -INT` does; its workers run in their
     own process group) reaches each worker once: each checkpoints its ensemble into the store's

@@ -168,6 +168,7 @@ def _run_plan(cache, every="60", kill_after_checkpoint=False):
     return {p.name: torch.load(p, weights_only=True) for p in sorted(cache.glob("*.pt"))}
 
 
+@pytest.mark.slow
 def test_a_killed_plan_resumes_to_the_numbers_of_an_uninterrupted_one(tmp_path):
     whole = _run_plan(tmp_path / "whole")
     assert len(whole) == 4
