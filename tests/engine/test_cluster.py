@@ -29,6 +29,7 @@ def _same(x, y):
         assert torch.equal(x.history[k], y.history[k]), k
 
 
+@pytest.mark.slow
 def test_a_dask_plan_equals_the_local_executor_bitwise(tmp_path, monkeypatch):
     from icl_lib.engine.cluster import train_on_dask
 
@@ -47,6 +48,7 @@ def test_a_dask_plan_equals_the_local_executor_bitwise(tmp_path, monkeypatch):
     assert all(r.meta["cached"] for r in again)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["eager", "fused"])
 def test_the_workers_train_the_backend_the_client_asked_for(backend, tmp_path, monkeypatch):
     """`train-plan --executor dask --backend B` trains with B on every worker, even where the

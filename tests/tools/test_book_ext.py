@@ -127,7 +127,6 @@ def _rows(page: str) -> list[tuple[str, str, str]]:
     )
 
 
-@pytest.mark.slow
 def test_dashboard_lists_every_claim_of_every_chapter(tmp_path):
     chapters = {
         "02_second": _chapter("2. Second", [("Alpha part", "alpha", True), ("Beta part", "beta", False),
@@ -151,7 +150,6 @@ def test_dashboard_lists_every_claim_of_every_chapter(tmp_path):
     assert ">1 pass, 1 fail, 1 inconclusive, 1 not run in this profile<" in status
 
 
-@pytest.mark.slow
 def test_dashboard_counts_the_papers_claims_apart_from_the_books_own_and_its_checks(tmp_path, monkeypatch):
     """The headline counts the papers' claims only; beyond-the-paper claims and checks of the book's
     derivations are listed and counted apart; an undecided claim shows what would decide it; a claim
@@ -189,7 +187,6 @@ def test_dashboard_counts_the_papers_claims_apart_from_the_books_own_and_its_che
     assert "&gt;0.9" in rules and 'href="01_first.html"' in rules
 
 
-@pytest.mark.slow
 def test_dashboard_shows_a_reported_non_reproduction_as_a_failure_with_its_report(tmp_path):
     chapters = {"01_first": _chapter("1. First", [("The data", "moment", True), ("Shape", "shape", "KNOWN-FAIL")])}
     dash, status, warnings = _build(tmp_path, chapters)
@@ -200,14 +197,12 @@ def test_dashboard_shows_a_reported_non_reproduction_as_a_failure_with_its_repor
     assert "1 pass, 1 fail, 0 inconclusive, 0 not run in this profile; 1 reported by its chapter" in dash
 
 
-@pytest.mark.slow
 def test_dashboard_warns_when_lines_and_json_disagree(tmp_path):
     chapters = {"01_first": _chapter("1. First", [("The data", "moment", True)], tamper=True)}
     _, _, warnings = _build(tmp_path, chapters)
     assert "the CLAIM line and the claims JSON output disagree" in warnings
 
 
-@pytest.mark.slow
 def test_dashboard_warns_when_a_chapter_reports_nothing(tmp_path):
     nb = _chapter("1. First", [("The data", "moment", True)])
     nb.cells[-1].outputs = []
@@ -224,7 +219,6 @@ def test_config_serves_mathjax_from_the_book():
     assert "html_static_path" not in cfg and cfg["html_extra_path"] == ["_build/mathjax/html"]
 
 
-@pytest.mark.slow
 def test_dashboard_shows_the_other_profiles_recorded_verdicts_beside_its_own(tmp_path, monkeypatch, capsys):
     """A run of the paper profile records its claims (Claims.report with ICL_CLAIMS_DIR); a quick
     build shows them beside its own, chapter by chapter, and says where none was recorded."""

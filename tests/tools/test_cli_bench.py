@@ -5,7 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 
 from icl_lib import AttentionEnsemble, DataConfig, sample_batch
@@ -157,7 +156,6 @@ def test_bench_reports_per_core_floors_and_their_ceiling():
         assert min(row["step_per_core"], row["rng_per_core"]) > 0
 
 
-@pytest.mark.slow
 def test_bench_sets_the_engine_against_the_cpu_targets(capsys):
     from icl_lib.tools import bench
 
@@ -172,7 +170,6 @@ def test_bench_sets_the_engine_against_the_cpu_targets(capsys):
     assert any(line.split()[:1] == ["32"] and line.rstrip().endswith("83%") for line in out)  # 2000 / 2400
 
 
-@pytest.mark.slow
 def test_bench_sets_the_fused_backend_against_the_eager_engine(capsys):
     from icl_lib.tools import bench
 
