@@ -38,7 +38,7 @@ def test_extension_reads_what_claims_writes():
     c.test("d", Estimate(0.5, 0.2, 0.9), Above(0.4), "s", "P1 §3")
     c.test("e", Estimate(0.5, 0.2, 0.9), Above(0.4), "s", profiles="paper")
     lines = "\n".join(x.line() for x in c.items) + "\n"
-    assert ext.CLAIM_LINE.findall(lines) == [
+    assert ext.PRINTED_CLAIM_LINE.findall(lines) == [
         ("a-b", "PASS", "0.1235", "-", "|x-1|<4se", "quick,paper"),
         ("c", "FAIL", "[1,nan]", "-", "y>3", "quick,paper"),
         ("d", "INCONCLUSIVE", "0.5", "[0.2,0.9]", ">0.4", "quick,paper"),
@@ -46,7 +46,7 @@ def test_extension_reads_what_claims_writes():
     ]
     # a rule that excludes a named rival prints the name with its spaces joined, one token of the line
     c.test("f", Estimate(2.0, 1.6, 2.2), Within(1.5, 2.5) & Excludes(1, "first order"), "s")
-    assert ext.CLAIM_LINE.findall(c.items[-1].line() + "\n") == [
+    assert ext.PRINTED_CLAIM_LINE.findall(c.items[-1].line() + "\n") == [
         ("f", "PASS", "2", "[1.6,2.2]", "in[1.5,2.5]&excludes(first-order=1)", "quick,paper")]
 
 

@@ -67,8 +67,8 @@ from .pages import _dashboard, _headline, _rule_changes, _state, _status
 
 # The claim lines as the chapters print them (icl_lib.claims.CLAIM_LINE), whose ``expected`` may
 # hold spaces: a rule that excludes a named rival prints it as written ("excludes(first order=1)")
-CLAIM_LINE = re.compile(_PRINTED.pattern.replace(r"expected=(\S*) ", r"expected=(.*?) "), re.M)
-assert CLAIM_LINE.pattern != _PRINTED.pattern
+PRINTED_CLAIM_LINE = re.compile(_PRINTED.pattern.replace(r"expected=(\S*) ", r"expected=(.*?) "), re.M)
+assert PRINTED_CLAIM_LINE.pattern != _PRINTED.pattern
 
 logger = logging.getLogger(__name__)
 
@@ -184,7 +184,7 @@ def claim_lines(doctree: nodes.document) -> list[tuple[str, str, str, str]]:
             continue
         for block in out.findall(nodes.literal_block):
             if "stream" in block.get("classes", []):
-                lines += CLAIM_LINE.findall(block.astext())
+                lines += PRINTED_CLAIM_LINE.findall(block.astext())
     return lines
 
 
