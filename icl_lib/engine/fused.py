@@ -154,9 +154,10 @@ class FusedSource(BatchSource):
     """The batch source of a fused step: a step's batch is drawn inside the step from the step
     counter, so ``next(t)`` hands the step its counter and there is nothing to draw ahead, rewind or
     store beyond :class:`~icl_lib.engine.sources.BatchSource`'s defaults (the ``train``
-    generators, which the fused step does not read, are stored as they are)."""
+    generators, which the fused step does not read, are stored as they are).  It runs no torch op,
+    so it leaves torch's threads to the step (:attr:`FusedStep.single_threaded`)."""
 
-    single_threaded = True
+    single_threaded = False
 
     def next(self, t: int) -> int:
         return t
@@ -169,12 +170,20 @@ class FusedStep(_Step):
     :class:`torch.optim.SGD`) applied by a compiled loop to the optimiser's own state tensors
     (``step``, ``exp_avg``, ``exp_avg_sq``), so a checkpoint holds the same state as an eager one;
     torch's own step costs about 100 microseconds, a third of a one-model step here.
-    """
 
-    single_threaded = True
+    ``single_threaded`` (the trainer then gives torch one thread while it trains) unless the program
+    runs on several threads and trains several models.  Then torch keeps its threads: the only torch
+    op of the loop is the history's validation loss
+    (:meth:`~icl_lib.engine.trainer.EnsembleTrainer.snapshot`), which then uses the cores the step
+    uses.  Its numbers are the same on one thread and on several: torch splits a reduction with more
+    than one output between threads along the outputs, so each model's mean is summed on one thread
+    in one order, while a lone model's mean (one output) is split, and its last bits would depend
+    on the threads (tested, both).
+    """
 
     def __init__(self, program: FusedProgram, opt: torch.optim.Optimizer, watch: DivergenceWatch):
         self.program, self.opt, self.watch = program, opt, watch
+        self.single_threaded = program.threads == 1 or program.model.R == 1
         self.limit = watch.limit.double().numpy()
         self.form = isinstance(opt, FormOptimizer)  # paper 1's form (3.1): its own step on the scales
         self.state: tuple | None = None  # flat views of the parameters, gradients and optimiser state

@@ -138,6 +138,70 @@ def test_fused_run_resumes_bitwise_and_does_not_depend_on_threads(tmp_path):
     assert all(torch.equal(alone.params[k], whole[1].params[k]) for k in "QKVO")
 
 
+@pytest.mark.parametrize("R, val_size", [(2, 3000), (1, 40_000)])
+def test_on_two_threads_the_history_uses_them_and_keeps_the_one_thread_numbers(R, val_size, monkeypatch):
+    """A fused step on two threads leaves torch its threads where it trains several models, so the
+    history's validation loss (the training loop's only torch op) runs on the cores the step uses;
+    a step on one thread, or of a lone model, gives torch one.  Every number is the one-thread
+    run's."""
+    tc = TrainConfig(steps=8, batch=128, n_log=4, val_size=val_size)
+    specs = [RunSpec(DataConfig(d=5, L=12), ModelConfig(heads=h), tc, seed=s) for s, h in ((0, 4), (1, 2))][:R]
+    seen = []
+    snapshot = EnsembleTrainer.snapshot
+    monkeypatch.setattr(EnsembleTrainer, "snapshot", lambda self: (seen.append(torch.get_num_threads()), snapshot(self))[1])
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        runs = {}
+        for shards in (2, 1):
+            trainer = EnsembleTrainer(specs, "cpu", progress=False, backend="fused", shards=shards)
+            torch_threads = shards if R > 1 else 1
+            assert trainer.stepper.single_threaded == (torch_threads == 1)
+            seen.clear()
+            runs[shards] = trainer.run()
+            assert set(seen) == {torch_threads}, seen
+    finally:
+        torch.set_num_threads(before)
+    for a, b in zip(runs[2], runs[1]):
+        assert all(torch.equal(a.params[k], b.params[k]) for k in "QKVO")
+        assert torch.equal(a.history["val_loss"], b.history["val_loss"])
+        assert torch.equal(a.history["train_loss"], b.history["train_loss"])
+
+
+@pytest.mark.parametrize("R, heads, L, tasks, attention", [
+    (2, 4, 40, 1, "softmax"), (5, 3, 120, 1, "softmax"), (16, 8, 5, 1, "one_plus_tanh"), (3, 2, 60, 2, "linear"),
+    (1, 4, 40, 1, "softmax")])
+def test_the_validation_loss_of_several_models_is_the_same_on_one_thread_and_on_two(R, heads, L, tasks, attention):
+    """Why a fused step on two threads may leave torch its threads while it trains several models:
+    the history's validation loss (shared data, 40,000 sequences) has the same bits on one torch
+    thread and on two; a lone model's has not always (its mean is one output, which torch splits
+    between threads), and its step gives torch one thread."""
+    from icl_lib.engine.trainer import validation_batch
+
+    data = DataConfig(d=4, L=L, supports=[[0, 1], [2, 3]] if tasks == 2 else None)
+    tc = TrainConfig(val_size=40_000)
+    specs = [RunSpec(data, ModelConfig(heads=heads, attention=attention, init_scale=2.0), tc, seed=s)
+             for s in range(R)]
+    model = empty_model(specs, "cpu", torch.float32)
+    model.reset_parameters([make_generators(s.seed, "init", "cpu", 1)[0] for s in specs],
+                           [s.model.init_scale for s in specs])
+    val = validation_batch(specs[0], "cpu", torch.float32)
+    before = torch.get_num_threads()
+    losses = {}
+    try:
+        with torch.no_grad():
+            for threads in (1, 2):
+                torch.set_num_threads(threads)
+                losses[threads] = model.loss(val)
+    finally:
+        torch.set_num_threads(before)
+    assert bool(torch.isfinite(losses[1]).all())
+    if R > 1:
+        assert torch.equal(losses[1], losses[2])
+    else:  # the same number to float32's rounding of a sum; its last bits are not promised
+        assert torch.allclose(losses[1], losses[2], rtol=1e-5, atol=0.0)
+
+
 def test_two_threads_share_the_work_items_also_from_numbas_cache():
     """A program of two threads runs its items on two threads (each thread's CPU time), whichever of
     the parallel and the one-thread step numba compiled and cached first: they are two functions,
