@@ -11,6 +11,12 @@ model's key, the step and the item, so a run resumes from its step counter alone
   with ``u1`` in ``[2^-31, 1]`` (the largest radius is 6.56, the tail beyond it has probability
   5e-11), and the angle from two quadrant bits and a 30-bit fraction (:func:`normals`).
 
+The float32 arithmetic runs under ``fastmath``, so the last bits of the normals depend on the
+compile target and on the CPU: the AVX2 code divides and takes square roots from the CPU's
+reciprocal estimates (``vrcpps``, ``vrsqrtps``) and a Newton step, and those estimates differ from
+one implementation to another (``tests/engine/test_fused_bits.py`` holds the bits per target, on
+the AMD CPUs they were recorded on).  Everywhere they are standard normals to float32's accuracy.
+
 ``_make_data`` turns an item's normals into its sequences: the model's task (paper 1, Section 2;
 B.3's covariance, B.4's supports); :func:`chunk_batch` returns them as a batch (tests and the
 check of the fused data against the sampler's distribution).  The kernels of
