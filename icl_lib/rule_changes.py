@@ -22,9 +22,9 @@ from pathlib import Path
 
 from .validate import fail
 
-__all__ = ["RuleChange", "CHANGES", "VERDICTS", "changes_of", "direction", "net_effect"]
+__all__ = ["RuleChange", "CHANGES", "CHANGE_VERDICTS", "changes_of", "direction", "net_effect"]
 
-VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "NOT-RUN", "-")  # "-": no such claim on that side
+CHANGE_VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "NOT-RUN", "-")  # "-": no such claim on that side
 _RANK = {"FAIL": 0, "INCONCLUSIVE": 1, "NOT-RUN": 1, "-": 1, "PASS": 2}
 
 
@@ -84,8 +84,8 @@ class RuleChange:
             if not getattr(self, name).strip():
                 fail(name, getattr(self, name), "a non-empty text")
         for row in self.verdicts:
-            if len(row) != 3 or any(v not in VERDICTS for v in row[1:]):
-                fail("verdicts", row, f"(claim, before, after) with verdicts among {VERDICTS}")
+            if len(row) != 3 or any(v not in CHANGE_VERDICTS for v in row[1:]):
+                fail("verdicts", row, f"(claim, before, after) with verdicts among {CHANGE_VERDICTS}")
 
 
 def _load() -> tuple[RuleChange, ...]:

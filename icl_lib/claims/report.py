@@ -22,6 +22,7 @@ from .decision import (
 )
 from .multiplicity import decision_share
 from .rules import Excludes, format_value
+from .spec import KINDS, PROFILES
 
 __all__ = ["Claims", "Claim", "VERDICTS", "PROFILES", "KINDS", "CLAIM_LINE", "CLAIMS_MIME", "CLAIMS_GLUE_KEY"]
 
@@ -32,10 +33,6 @@ CLAIMS_MIME = "application/vnd.icl-lib.claims+json"
 CLAIMS_GLUE_KEY = "icl_claims"
 _GLUE_PREFIX = "application/papermill.record/"
 VERDICTS = ("PASS", "FAIL", "INCONCLUSIVE", "NOT-RUN")
-PROFILES = ("quick", "paper")  # the profiles a claim can be declared for
-# what a claim is about: a paper's statement, the book's own finding beyond the papers, or a check
-# of the book's derivations, samplers, invariances and design
-KINDS = ("paper", "beyond", "check")
 _PREFIX = {"paper": "CLAIM", "beyond": "CLAIM", "check": "CHECK"}
 # One printed claim, as Claim.line() writes it; the book's extension and its browser test read it
 # (groups: id, verdict, measured, interval, expected, profiles).

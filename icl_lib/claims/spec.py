@@ -25,7 +25,9 @@ from .rules import Rule
 
 __all__ = ["ClaimSpec", "ChapterClaims", "KINDS", "PROFILES", "POPULATIONS"]
 
-KINDS = ("paper", "beyond", "check")  # a paper's statement, the book's own finding, a check of the book
+# what a claim is about: a paper's statement, the book's own finding beyond the papers, or a check
+# of the book's derivations, samplers, invariances and design
+KINDS = ("paper", "beyond", "check")
 PROFILES = ("quick", "paper")  # the profiles a claim can be declared for
 # whom a claim is measured on: every seed (run, model) of its group, or only the runs that formed
 # paper 1's pattern (a claim about the pattern's dynamics; the chapter prints how many it leaves out)

@@ -23,9 +23,9 @@ import os
 from ..config import TrainConfig, resolve_device
 from ..validate import check_choice, fail
 
-__all__ = ["PROFILES", "SETTINGS", "resolve_profile", "profile_settings", "train_config"]
+__all__ = ["PROFILE_CHOICES", "SETTINGS", "resolve_profile", "profile_settings", "train_config"]
 
-PROFILES = ("auto", "quick", "paper")
+PROFILE_CHOICES = ("auto", "quick", "paper")
 
 SETTINGS: dict[str, dict[str, dict]] = {
     "paper1.train": {
@@ -39,12 +39,12 @@ def resolve_profile(profile: str, device: str) -> str:
     """``quick`` or ``paper`` for the requested profile (``auto`` looks at ``ICL_PROFILE``, then the
     device).  ``device``: the device the work runs on, resolved already (``"cpu"`` or ``"cuda"``, a
     chapter setup's, used as it is) or ``"auto"`` (this machine's, resolved here)."""
-    check_choice("profile", profile, PROFILES)
+    check_choice("profile", profile, PROFILE_CHOICES)
     if profile != "auto":
         return profile
     env = os.environ.get("ICL_PROFILE")
     if env:
-        return check_choice("ICL_PROFILE", env, PROFILES[1:])
+        return check_choice("ICL_PROFILE", env, PROFILE_CHOICES[1:])
     if device not in ("cpu", "cuda"):
         device = resolve_device(device).type
     return "paper" if device == "cuda" else "quick"
@@ -55,7 +55,7 @@ def profile_settings(experiment: str, profile: str) -> dict:
     check_choice("experiment", experiment, tuple(SETTINGS))
     settings = SETTINGS[experiment].get(profile)  # a resolved profile, checked where it was resolved
     if settings is None:
-        fail("profile", profile, f"one of {PROFILES[1:]} (resolved: resolve_profile)")
+        fail("profile", profile, f"one of {PROFILE_CHOICES[1:]} (resolved: resolve_profile)")
     return dict(settings)
 
 

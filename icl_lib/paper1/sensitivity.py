@@ -37,16 +37,16 @@ from .seed_ranges import first_seed
 from ..stats import LEVEL, Estimate, median_ci, proportion_ci
 from ..validate import check_choice, check_int
 
-__all__ = ["ALTERNATIVES", "SENSITIVITY_SEED", "SGD_LR", "alternative_configs", "sensitivity_specs",
+__all__ = ["ALTERNATIVES", "SENSITIVITY_SEED", "SENSITIVITY_SGD_LR", "alternative_configs", "sensitivity_specs",
            "group_scales", "model_scales", "dummy_fraction", "end_states", "end_state_table"]
 
-SGD_LR = 0.03  # plain SGD's rate (see the module's docstring)
+SENSITIVITY_SGD_LR = 0.03  # plain SGD's rate (see the module's docstring)
 SENSITIVITY_SEED = first_seed("sensitivity")  # fresh seeds (:data:`~icl_lib.paper1.seed_ranges.SEED_RANGES`)
 # one factor at a time, against the profile's training: name -> what changes
 ALTERNATIVES = {
     "lr x3": "Adam at three times the profile's learning rate",
     "batch 64": "Adam with 64 fresh sequences per step instead of 256",
-    "SGD": f"plain SGD at learning rate {SGD_LR} instead of Adam",
+    "SGD": f"plain SGD at learning rate {SENSITIVITY_SGD_LR} instead of Adam",
 }
 
 
@@ -56,7 +56,7 @@ def alternative_configs(base: TrainConfig) -> dict[str, TrainConfig]:
     return {
         "lr x3": dataclasses.replace(base, lr=3 * base.lr),
         "batch 64": dataclasses.replace(base, batch=64),
-        "SGD": dataclasses.replace(base, optimizer="sgd", lr=SGD_LR),
+        "SGD": dataclasses.replace(base, optimizer="sgd", lr=SENSITIVITY_SGD_LR),
     }
 
 

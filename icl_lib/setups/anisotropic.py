@@ -51,8 +51,7 @@ class AnisotropicSetup(Paper1Setup):
         n_test = check_int("n_test", n_test, 100, 200_000)  # per length and rho
         n_mc = check_int("n_mc", n_mc, 100, 1_000_000)  # three Monte Carlo risks
         return cls(profile=profile, seed=seed, device=device, rho=rho, rhos=rhos, seeds=seeds,
-                   eval_L=eval_L, n_test=n_test, n_mc=n_mc, **f._asdict(),
-                   data=f.data(rho=rho), train=f.train(profile))
+                   eval_L=eval_L, n_test=n_test, n_mc=n_mc, **f.setup(profile, rho=rho))
 
     @property
     def sweep_rhos(self) -> list[float]:

@@ -60,7 +60,7 @@ class DynamicsSetup(Paper1Setup):
         norm_draws = check_int("norm_draws", norm_draws, 100, 20_000)  # 3 to 20 min
         return cls(profile=profile, seed=seed, device=device, heads=heads, seeds=seeds, gd_heads=gd_heads,
                    gd_lr=gd_lr, gd_steps=gd_steps, n_mc=n_mc, norm_omega=norm_omega,
-                   norm_draws=norm_draws, **f._asdict(), data=f.data(), train=f.train(profile), extra=extra)
+                   norm_draws=norm_draws, **f.setup(profile), extra=extra)
 
     @property
     def sweep_heads(self) -> list[int]:

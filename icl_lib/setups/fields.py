@@ -34,6 +34,11 @@ class Paper1Fields(NamedTuple):
         """Paper 1's training in ``profile`` with the chapter's ``steps`` and ``lr``."""
         return train_config(profile, steps=self.steps, lr=self.lr)
 
+    def setup(self, profile: str, **data) -> dict:
+        """What a :class:`Paper1Setup` takes from these fields, as keywords: ``d, L, sigma2, steps,
+        lr``, the :class:`DataConfig` (``data``: its other fields) and the training in ``profile``."""
+        return dict(self._asdict(), data=self.data(**data), train=self.train(profile))
+
 
 def paper1_fields(d, L, sigma2, steps, lr=None, *, d_range=(1, 32), L_range=(1, 256), L_at_least_d=False,
                   sigma2_positive=False, full_rank=False, lr_max=0.1) -> Paper1Fields:
@@ -59,8 +64,7 @@ class Paper1Setup(ChapterSetup):
     profile, seed and device (:class:`~icl_lib.setups.base.ChapterSetup`), its validated
     :class:`Paper1Fields` (``lr``: ``None`` for the profile's, always so in chapter 1) and the
     :class:`DataConfig` and :class:`TrainConfig` built from them.  A subclass builds itself by
-    keyword, with ``**fields._asdict()``, ``data=fields.data(...)`` and
-    ``train=fields.train(profile)``."""
+    keyword, these fields with ``**fields.setup(profile, ...)``."""
 
     d: int
     L: int

@@ -52,8 +52,7 @@ class MultitaskSetup(Paper1Setup):
         n_max = min(1_000_000, max_bayes_draws(L, supports))
         n_bayes = check_int("n_bayes", n_bayes, 2, n_max)  # a few minutes at most
         return cls(profile=profile, seed=seed, device=device, heads=heads, seeds=seeds, supports=supports,
-                   n_test=n_test, n_bayes=n_bayes, **f._asdict(),
-                   data=f.data(supports=supports), train=f.train(profile))
+                   n_test=n_test, n_bayes=n_bayes, **f.setup(profile, supports=supports))
 
     def sweep(self) -> dict[int, list[RunSpec]]:
         """``{H: [RunSpec per seed]}``: the head sweep on ``data``

@@ -7,9 +7,10 @@ library name the chapter's code uses."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from ..config import DataConfig, RunSpec
+from ..config import RunSpec
 from ..paper1.optimality.trained import VARIANTS, check_heads, check_lengths, check_omegas, variant_specs
 from ..paper1.optimality.proportional import proportional_specs
 from ..paper1.sweeps import heads_sweep_specs
@@ -97,7 +98,7 @@ class OptimalitySetup(Paper1Setup):
                    variant_seeds=variant_seeds, sphere_seeds=sphere_seeds, Ls=Ls, n_test=n_test,
                    n_sets=n_sets, lin_omegas=lin_omegas, lin_fit_max=lin_fit_max, lin_ratio=lin_ratio,
                    prop_d=prop_d, prop_xis=prop_xis, prop_seeds=prop_seeds, ratio_d=ratio_d,
-                   ratio_xis=ratio_xis, ratio_sigma2s=ratio_sigma2s, **f._asdict(), data=f.data(), train=f.train(profile), extra=extra,
+                   ratio_xis=ratio_xis, ratio_sigma2s=ratio_sigma2s, **f.setup(profile), extra=extra,
                    prop_extra={xi: n for xi, n in prop_extra.items() if xi in prop_xis})
 
     def sweep(self) -> dict[int, list[RunSpec]]:
@@ -123,7 +124,7 @@ class OptimalitySetup(Paper1Setup):
         """``sphere_seeds`` one-head models trained on covariates drawn from the sphere of radius
         ``sqrt(d)`` (paper 1, §4.3: the single head is a Nadaraya-Watson estimator "when the
         covariates are sampled from a sphere")."""
-        data = DataConfig(d=self.d, L=self.L, sigma2=self.sigma2, covariates="sphere")
+        data = dataclasses.replace(self.data, covariates="sphere")
         return heads_sweep_specs([1], self.sphere_seeds, self.seed, data, self.train)
 
     def runs(self) -> dict[str, list[RunSpec]]:

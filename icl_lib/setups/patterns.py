@@ -65,8 +65,7 @@ class PatternsSetup(Paper1Setup):
         sens_seeds = SEEDS[profile]["settings"] if sens_seeds is None else sens_seeds
         sens_seeds = check_int("sens_seeds", sens_seeds, 1, 48)
         return cls(profile=profile, seed=seed, device=device, heads=heads, seeds=seeds, n_test=n_test,
-                   sens_heads=sens_heads, sens_seeds=sens_seeds, **f._asdict(),
-                   data=f.data(), train=f.train(profile), extra=extra)
+                   sens_heads=sens_heads, sens_seeds=sens_seeds, **f.setup(profile), extra=extra)
 
     @property
     def paper_setting(self) -> bool:

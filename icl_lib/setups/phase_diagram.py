@@ -17,10 +17,10 @@ from ..paper1.phase_diagram.trap import TrapSweep, continued_specs, horizon_conf
 from ..validate import check_float, check_int, fail
 from .base import ChapterSetup, resolve_common
 
-__all__ = ["DESCENT_STEPS", "AXES", "PhaseDiagramSetup"]
+__all__ = ["DESCENT_STEPS", "GRID_PARAMETERS", "PhaseDiagramSetup"]
 
 DESCENT_STEPS = {"quick": 1000, "paper": 3000}  # gradient descent from the trap's end points, by profile
-AXES = ("heads", "shapes", "sigma2s", "lrs", "init_scales", "seeds", "slice_seeds")  # the grid's, as grid_<axis>
+GRID_PARAMETERS = ("heads", "shapes", "sigma2s", "lrs", "init_scales", "seeds", "slice_seeds")  # the grid's, as grid_<axis>
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class PhaseDiagramSetup(ChapterSetup):
         with renamed(heads="trap_heads"):
             sweep = trap_sweep(profile, heads=trap_heads, lrs=lrs, seeds=seeds, init_scales=init_scales,
                                anchor_seeds=anchor_seeds)
-        with renamed(**{k: f"grid_{k}" for k in AXES}):
+        with renamed(**{k: f"grid_{k}" for k in GRID_PARAMETERS}):
             grid = profile_grid(profile, grid_heads, grid_shapes, grid_sigma2s, grid_lrs, grid_init_scales)
             grid_plan = grid.plan(profile, grid_seeds, grid_slice_seeds)
         if sum(grid_plan.values()) > 6000:

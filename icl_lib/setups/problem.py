@@ -36,8 +36,7 @@ class ProblemSetup(Paper1Setup):
         heads = check_int("heads", heads, 1, 16)
         n_mc_max = min(1_000_000, max_sequences_at_once(f.d, f.L))  # 800 MB at once
         n_mc = check_int("n_mc", n_mc, 100, n_mc_max)
-        return cls(profile=profile, seed=seed, device=device, heads=heads, n_mc=n_mc, **f._asdict(),
-                   data=f.data(), train=f.train(profile))
+        return cls(profile=profile, seed=seed, device=device, heads=heads, n_mc=n_mc, **f.setup(profile))
 
     @property
     def spec(self) -> RunSpec:

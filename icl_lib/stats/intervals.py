@@ -62,16 +62,15 @@ def order_rank(n: int, level: float = LEVEL) -> int:
     values at ``level``: the largest ``k`` with ``P(B <= k - 1) <= (1 - level) / 2``, ``B ~ Bin(n,
     1/2)``; 0 when ``n`` is too small to bound the median."""
     alpha = (1 - level) / 2
-    if n < 2 or sps.binom.cdf(0, n, 0.5) > alpha:
-        return 0
-    # The first rank whose cdf exceeds alpha, found from the quantile function and then checked
-    # against the cdf itself on both sides, so that it is the rank a walk up from 0 would stop at.
+    # The first rank whose cdf exceeds alpha, found from the quantile function (at most n // 2, the
+    # median's rank, as alpha < 1/2) and then checked against the cdf itself on both sides, so that
+    # it is the rank a walk up from 0 would stop at (0 where even P(B = 0) exceeds alpha).
     k = int(sps.binom.ppf(alpha, n, 0.5))
     while k > 0 and sps.binom.cdf(k - 1, n, 0.5) > alpha:
         k -= 1
     while k < n // 2 and sps.binom.cdf(k, n, 0.5) <= alpha:
         k += 1
-    return min(k, n // 2)
+    return k
 
 
 def order_interval_at(lows: Sequence[float], highs: Sequence[float], level: float, m: float) -> tuple[float, float]:

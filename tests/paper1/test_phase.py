@@ -98,7 +98,7 @@ def test_the_slice_is_every_head_count_at_the_centre_then_one_axis_at_a_time():
 
 def test_the_plan_gives_the_head_axis_and_the_slice_their_seeds_by_profile():
     g = ph.PhaseGrid(**GRID)
-    assert ph.SEEDS == {"quick": (12, 4), "paper": (64, 64)}
+    assert ph.GRID_SEEDS == {"quick": (12, 4), "paper": (64, 64)}
     quick = g.plan("quick")
     assert list(quick) == g.slice(2)
     assert list(quick.values()) == [12] * 3 + [4] * 7  # the head axis (H = 2's centre among it), then the slice

@@ -44,5 +44,5 @@ def test_each_alternative_changes_one_factor_of_the_profile_training():
     changes = {name: {f: getattr(cfg, f) for f in ("lr", "batch", "optimizer") if getattr(cfg, f) != getattr(base, f)}
                for name, cfg in alts.items()}
     assert changes == {"lr x3": {"lr": pytest.approx(3e-3)}, "batch 64": {"batch": 64},
-                       "SGD": {"optimizer": "sgd", "lr": sens.SGD_LR}}
+                       "SGD": {"optimizer": "sgd", "lr": sens.SENSITIVITY_SGD_LR}}
     assert all(cfg.steps == base.steps and cfg.n_log == base.n_log for cfg in alts.values())

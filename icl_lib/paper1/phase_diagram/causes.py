@@ -11,7 +11,7 @@ which of the two decides it.  Here the two are separated (:attr:`~icl_lib.config
   ``switch_draws`` of them; the first only for the big batch, whose runs cost 16 base runs each)
   with one factor changed: the batch noise (256 to :data:`BIG_BATCH` sequences per step; a fused
   step's first 256 sequences are the base run's), the optimiser
-  (Adam to SGD at the matched step :data:`SGD_LR`) and the parametrisation (the full model to
+  (Adam to SGD at the matched step :data:`MATCHED_SGD_LR`) and the parametrisation (the full model to
   paper 1's form (3.1), :mod:`icl_lib.engine.forms`, from the projection of the same
   initialisation on the same batches).
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from ...config import DataConfig, ModelConfig, RunSpec, TrainConfig
 from ...validate import check_choice, check_int
 
-__all__ = ["CauseDesign", "CAUSES", "DATA_SEED0", "BIG_BATCH", "SGD_LR", "SWITCHES", "cause_design"]
+__all__ = ["CauseDesign", "CAUSES", "DATA_SEED0", "BIG_BATCH", "MATCHED_SGD_LR", "SWITCHES", "cause_design"]
 
 DATA_SEED0 = 3_000_000  # the first data stream (fresh: no run's seed is this large)
 BIG_BATCH = 4096  # the batch of the low-noise switch (16 times paper 1's 256)
@@ -37,7 +37,7 @@ BIG_BATCH = 4096  # the batch of the low-noise switch (16 times paper 1's 256)
 # model at d = 5); SGD's moves by lr |g_0|.  Over the 64 initialisations of the paper profile the
 # median |g_0| on their first batch is 0.1325, so the matched rate is 1e-3 sqrt(228) / 0.1325 =
 # 0.114, rounded to 0.11.  (Computed from the initialisations before any run of the switch.)
-SGD_LR = 0.11
+MATCHED_SGD_LR = 0.11
 SWITCHES = ("batch 4096", "SGD", "form (3.1)")
 # by profile: initialisations, data streams per initialisation, data streams with the switches
 CAUSES = {"quick": dict(inits=8, draws=3, switch_draws=1), "paper": dict(inits=64, draws=8, switch_draws=2)}
@@ -74,7 +74,7 @@ class CauseDesign:
         if name == "batch 4096":
             train, draws = dataclasses.replace(train, batch=BIG_BATCH), 1
         elif name == "SGD":
-            train = dataclasses.replace(train, optimizer="sgd", lr=SGD_LR)
+            train = dataclasses.replace(train, optimizer="sgd", lr=MATCHED_SGD_LR)
         else:
             model = ModelConfig(heads=HEADS, form="3.1")
         return [_spec(seed + i, j, train, model) for i in range(self.inits) for j in range(draws)]

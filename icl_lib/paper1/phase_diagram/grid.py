@@ -37,7 +37,7 @@ from ...validate import check_choice, check_float, check_float_list, check_int, 
 __all__ = [
     "AXES",
     "LRS",
-    "SEEDS",
+    "GRID_SEEDS",
     "Cell",
     "PhaseGrid",
     "profile_lrs",
@@ -52,7 +52,7 @@ __all__ = [
 
 AXES = ("H", "d", "L", "sigma2", "lr", "init_scale")  # the grid's axes, as the tables name them
 LRS = {"quick": (1e-3, 3e-3, 1e-2), "paper": (1e-3, 3e-4, 3e-3, 1e-2, 3e-2)}  # Adam rates: the paper's first
-SEEDS = {"quick": (12, 4), "paper": (64, 64)}  # (head-axis seeds, seeds of the other cells) by profile
+GRID_SEEDS = {"quick": (12, 4), "paper": (64, 64)}  # (head-axis seeds, seeds of the other cells) by profile
 # The grid's axes by profile (the first value of each: paper 1's setting, the centre).  The paper
 # profile's slice walks out of the centre along one axis at a time, 64 seeds a cell: d at a fixed
 # L / d = 8 (d = 3 to 10), L at d = 5 (10 to 80), d at L = 40 and L at d = 8, the noise, the Adam
@@ -176,12 +176,12 @@ class PhaseGrid:
     def plan(self, profile: str, seeds: int | None = None, slice_seeds: int | None = None,
              trap_heads: int = 2) -> dict[Cell, int]:
         """``{cell: number of seeds}`` of a profile's :meth:`slice`: the head axis with ``seeds``
-        each and the other cells with ``slice_seeds``.  ``None``: the profile's (:data:`SEEDS`:
+        each and the other cells with ``slice_seeds``.  ``None``: the profile's (:data:`GRID_SEEDS`:
         quick 12 and 4, paper 8 and 8, so that every cell of the paper profile can decide the
         every-cell claims).  :meth:`full_plan` is the full grid."""
         check_choice("profile", profile, ("quick", "paper"))
-        seeds = SEEDS[profile][0] if seeds is None else check_int("seeds", seeds, 1, 256)
-        slice_seeds = SEEDS[profile][1] if slice_seeds is None else check_int("slice_seeds", slice_seeds, 1, 256)
+        seeds = GRID_SEEDS[profile][0] if seeds is None else check_int("seeds", seeds, 1, 256)
+        slice_seeds = GRID_SEEDS[profile][1] if slice_seeds is None else check_int("slice_seeds", slice_seeds, 1, 256)
         axis = set(self.head_axis())
         return {c: seeds if c in axis else slice_seeds for c in self.slice(trap_heads)}
 
