@@ -18,6 +18,15 @@ def _private_cache(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def torch_threads():
+    """``torch_threads(n)`` sets torch's intra-op threads for the rest of the test; the threads the
+    test began with are restored after it."""
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
 def gen():
     return torch.Generator().manual_seed(1234)
 

@@ -37,7 +37,7 @@ from ..config import DEVICES, resolve_device
 from ..validate import check_choice, check_int
 
 __all__ = ["Execution", "GPU_DRAW_AHEAD", "BACKENDS", "DEFAULT_CPU_BACKEND", "FUSED_MACHINES", "fused_unavailable",
-           "cpu_description", "resolve_backend", "resolve_draw_ahead", "tune_cpu_allocator"]
+           "cpu_description", "cpu_fields", "resolve_backend", "resolve_draw_ahead", "tune_cpu_allocator"]
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,9 @@ def fused_unavailable() -> str | None:
     return None
 
 
-def _cpu_model() -> str:
-    """The CPU's model name, with its family and model numbers where Linux gives them."""
+def cpu_fields() -> dict[str, str]:
+    """The first processor's fields of Linux's ``/proc/cpuinfo`` (keys in lower case:
+    ``"model name"``, ``"vendor_id"``, ...), or ``{}`` where there is none."""
     fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as f:
@@ -77,6 +78,12 @@ def _cpu_model() -> str:
                 fields.setdefault(key, value.strip())
     except OSError:
         pass
+    return fields
+
+
+def _cpu_model() -> str:
+    """The CPU's model name, with its family and model numbers where Linux gives them."""
+    fields = cpu_fields()
     name = fields.get("model name") or fields.get("hardware") or platform.processor() or platform.machine()
     if "cpu family" in fields and "model" in fields:
         name += f" (family {fields['cpu family']}, model {fields['model']})"

@@ -155,9 +155,8 @@ class FusedSource(BatchSource):
     counter, so ``next(t)`` hands the step its counter and there is nothing to draw ahead, rewind or
     store beyond :class:`~icl_lib.engine.sources.BatchSource`'s defaults (the ``train``
     generators, which the fused step does not read, are stored as they are).  It runs no torch op,
-    so it leaves torch's threads to the step (:attr:`FusedStep.single_threaded`)."""
-
-    single_threaded = False
+    so it is not ``single_threaded``: torch's threads are the step's to set
+    (:attr:`FusedStep.single_threaded`)."""
 
     def next(self, t: int) -> int:
         return t

@@ -139,7 +139,8 @@ def test_fused_run_resumes_bitwise_and_does_not_depend_on_threads(tmp_path):
 
 
 @pytest.mark.parametrize("R, val_size", [(2, 3000), (1, 40_000)])
-def test_on_two_threads_the_history_uses_them_and_keeps_the_one_thread_numbers(R, val_size, monkeypatch):
+def test_on_two_threads_the_history_uses_them_and_keeps_the_one_thread_numbers(R, val_size, monkeypatch,
+                                                                               torch_threads):
     """A fused step on two threads leaves torch its threads where it trains several models, so the
     history's validation loss (the training loop's only torch op) runs on the cores the step uses;
     a step on one thread, or of a lone model, gives torch one.  Every number is the one-thread
@@ -149,19 +150,15 @@ def test_on_two_threads_the_history_uses_them_and_keeps_the_one_thread_numbers(R
     seen = []
     snapshot = EnsembleTrainer.snapshot
     monkeypatch.setattr(EnsembleTrainer, "snapshot", lambda self: (seen.append(torch.get_num_threads()), snapshot(self))[1])
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        runs = {}
-        for shards in (2, 1):
-            trainer = EnsembleTrainer(specs, "cpu", progress=False, backend="fused", shards=shards)
-            torch_threads = shards if R > 1 else 1
-            assert trainer.stepper.single_threaded == (torch_threads == 1)
-            seen.clear()
-            runs[shards] = trainer.run()
-            assert set(seen) == {torch_threads}, seen
-    finally:
-        torch.set_num_threads(before)
+    torch_threads(2)
+    runs = {}
+    for shards in (2, 1):
+        trainer = EnsembleTrainer(specs, "cpu", progress=False, backend="fused", shards=shards)
+        history_threads = shards if R > 1 else 1
+        assert trainer.stepper.single_threaded == (history_threads == 1)
+        seen.clear()
+        runs[shards] = trainer.run()
+        assert set(seen) == {history_threads}, seen
     for a, b in zip(runs[2], runs[1]):
         assert all(torch.equal(a.params[k], b.params[k]) for k in "QKVO")
         assert torch.equal(a.history["val_loss"], b.history["val_loss"])
@@ -171,7 +168,8 @@ def test_on_two_threads_the_history_uses_them_and_keeps_the_one_thread_numbers(R
 @pytest.mark.parametrize("R, heads, L, tasks, attention", [
     (2, 4, 40, 1, "softmax"), (5, 3, 120, 1, "softmax"), (16, 8, 5, 1, "one_plus_tanh"), (3, 2, 60, 2, "linear"),
     (1, 4, 40, 1, "softmax")])
-def test_the_validation_loss_of_several_models_is_the_same_on_one_thread_and_on_two(R, heads, L, tasks, attention):
+def test_the_validation_loss_of_several_models_is_the_same_on_one_thread_and_on_two(R, heads, L, tasks, attention,
+                                                                                    torch_threads):
     """Why a fused step on two threads may leave torch its threads while it trains several models:
     the history's validation loss (shared data, 40,000 sequences) has the same bits on one torch
     thread and on two; a lone model's has not always (its mean is one output, which torch splits
@@ -186,15 +184,11 @@ def test_the_validation_loss_of_several_models_is_the_same_on_one_thread_and_on_
     model.reset_parameters([make_generators(s.seed, "init", "cpu", 1)[0] for s in specs],
                            [s.model.init_scale for s in specs])
     val = validation_batch(specs[0], "cpu", torch.float32)
-    before = torch.get_num_threads()
     losses = {}
-    try:
-        with torch.no_grad():
-            for threads in (1, 2):
-                torch.set_num_threads(threads)
-                losses[threads] = model.loss(val)
-    finally:
-        torch.set_num_threads(before)
+    with torch.no_grad():
+        for threads in (1, 2):
+            torch_threads(threads)
+            losses[threads] = model.loss(val)
     assert bool(torch.isfinite(losses[1]).all())
     if R > 1:
         assert torch.equal(losses[1], losses[2])

@@ -148,15 +148,9 @@ RECORDED_ON = "AuthenticAMD"  # the vendor of the CPUs the digests were recorded
 
 def _vendor() -> str:
     """The CPU's vendor as Linux names it (``AuthenticAMD``, ``GenuineIntel``), or ``""`` elsewhere."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "vendor_id":
-                    return value.strip()
-    except OSError:
-        pass
-    return ""
+    from icl_lib.engine.execution import cpu_fields
+
+    return cpu_fields().get("vendor_id", "")
 
 
 def _skip_other_vendors() -> None:

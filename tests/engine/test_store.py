@@ -232,13 +232,12 @@ def test_export_refuses_a_bad_ensemble_size_before_any_work(tmp_path, monkeypatc
     assert not (tmp_path / "store").exists()
 
 
-def test_side_by_side_each_ensemble_is_stored_as_it_ends(tmp_path, monkeypatch):
+def test_side_by_side_each_ensemble_is_stored_as_it_ends(tmp_path, monkeypatch, torch_threads):
     """On two threads, five one-model ensembles train two at a time; each is in the store before
     its thread starts the next one (so a stopped export loses only the ensembles in training)."""
     from icl_lib.engine.trainer import EnsembleTrainer
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
+    torch_threads(2)
     plain_run = EnsembleTrainer.run
     stored_at_start = []
 
@@ -248,10 +247,7 @@ def test_side_by_side_each_ensemble_is_stored_as_it_ends(tmp_path, monkeypatch):
         return plain_run(self, until, stop)
 
     monkeypatch.setattr(EnsembleTrainer, "run", spied)
-    try:
-        assert _export(monkeypatch, tmp_path, "cache", "store", max_ensemble=1)["complete"]
-    finally:
-        torch.set_num_threads(threads)
+    assert _export(monkeypatch, tmp_path, "cache", "store", max_ensemble=1)["complete"]
     # the 3rd and 4th starts wait for one and two ensembles to end, the 5th for three
     assert len(stored_at_start) == 5 and sorted(stored_at_start)[:2] == [0, 0] and max(stored_at_start) >= 3
 

@@ -70,12 +70,9 @@ def _one_thread_runs(specs, **kw):
 
 
 @pytest.fixture
-def two_threads():
+def two_threads(torch_threads):
     """A lone model draws its next batch ahead only when torch has more than one thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(max(2, threads))
-    yield
-    torch.set_num_threads(threads)
+    torch_threads(max(2, torch.get_num_threads()))
 
 
 def test_lone_model_draws_ahead_with_the_numbers_of_one_thread(two_threads, tmp_path):
